@@ -334,13 +334,14 @@ def test_simulates_title_and_its_model_refusal_name_the_paths_as_utf8_text_whate
     assert status == 2 and out == ""
     # (another size than input.bytes: refused from it, not hashed, since 2026-12-07)
     assert (tmp_path / 'c7.neff').stat().st_size != top["bytes"]
-    assert err == (f"nrtrewrite: error: c7.neff: field input.bytes: the model should be "
-                   f"{top['bytes']} bytes, the size of the input z\\xe9/manifest.json records "
+    assert err == (f"nrtrewrite: error: c7.neff: field input.bytes: the model's size should "
+                   f"be {top['bytes']} bytes, the size the input z\\xe9/manifest.json records "
                    f"({top['sha256'][:16]}..., "
                    # (the recorded name as JSON writes it; until 2026-12-06 Python's, 'bäd.neff')
                    f'"b\\u00e4d.neff"), not {(tmp_path / "c7.neff").stat().st_size} (refused '
-                   "from its size, before any byte is hashed): --model must name the model this "
-                   "output was lowered from\n")
+                   'from its size, before any byte is hashed): '
+                   "either the model is not the one z\\xe9 was lowered from or "
+                   "z\\xe9/manifest.json was edited\n")
 
 
 def test_goldens_lines_name_the_paths_as_utf8_text_whatever_the_locale(tmp_path):

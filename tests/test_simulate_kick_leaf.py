@@ -427,8 +427,11 @@ def test_an_older_outputs_payload_size_still_names_its_model(tmp_path):
     """An nrtrewrite before 2026-12-01 recorded ``input.bytes`` as the payload's end (the
     header's header_size + data_size: ar2.neff's own length here, it has no trailing bytes)
     for a model with zero bytes after its payload; ``simulate --model`` takes that model (its
-    sha256 is the recorded one).  Another size beside the same sha256 is an edited manifest,
-    refused in one line naming ``input.bytes``, not the sha256 that matches."""
+    sha256 is the recorded one).  A model of neither size is refused from its size in one
+    line naming ``input.bytes`` and both sizes, before any byte is hashed (so not knowing
+    whether its sha256 is the recorded one: the line says the model or the manifest is not
+    the lowering's; here it is the manifest, edited).  Bytes past the payload's end that are
+    not zero are refused at the first one, naming ``input.bytes`` and its offset."""
     model = tmp_path / "z.neff"
     data = (FIX / "ar2.neff").read_bytes() + bytes(5000)
     model.write_bytes(data)
@@ -448,9 +451,12 @@ def test_an_older_outputs_payload_size_still_names_its_model(tmp_path):
     # (neither input.bytes nor the payload's end: refused from the size before any byte is
     # hashed, since 2026-12-07; until then hashed whole first, then ``the model's sha256 is
     # the one ... but not its size``)
-    assert len(lines) == 1 and f"{model}: field input.bytes: the model should be " \
-        f"{len(data) - 1} bytes, the size of the input " in lines[0], res.output
-    assert f"), not {len(data)} (refused from its size, " in lines[0], res.output
+    assert len(lines) == 1 and lines[0].startswith(
+        f"nrtrewrite: error: {model}: field input.bytes: the model's size should be "
+        f"{len(data) - 1} bytes, the size the input {out}/manifest.json records "), res.output
+    assert lines[0].endswith(
+        f"), not {len(data)} (refused from its size, before any byte is hashed): either the model is not the one "
+        f"{out} was lowered from or {out}/manifest.json was edited"), res.output
     top["input"]["bytes"] = None
     man.write_text(json.dumps(top, indent=2))
     res = cli("simulate", out, "--model", model)
@@ -466,7 +472,13 @@ def test_an_older_outputs_payload_size_still_names_its_model(tmp_path):
                         bytes=len((FIX / "ar2.neff").read_bytes()))
     man.write_text(json.dumps(top, indent=2))
     res = cli("simulate", out, "--model", bad)
-    assert res.exit_code == 2 and "field input.bytes" in res.output, res.output
+    # (the first of them, at ar2.neff's length: since review 52l refused there, before the
+    # rest is hashed)
+    assert res.exit_code == 2 and res.output.startswith(
+        f"nrtrewrite: error: {bad}: field input.bytes: the model's byte at offset "
+        f"{len((FIX / 'ar2.neff').read_bytes())}, past the payload's end its header puts at "
+        ), res.output
+    assert "should be zero (only zero bytes may follow the payload), not 0x01 " in res.output
 
 def _bad_hash_model(tmp_path: Path) -> Path:
     """ar2.neff with the first byte of its header hash flipped."""

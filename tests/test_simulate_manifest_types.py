@@ -810,11 +810,11 @@ def test_model_and_input_are_named_before_a_rank_fault_with_and_without_the_opti
         model = FIX / "c7c8.neff"
         data, lowered = model.read_bytes(), (FIX / "ar2.neff").read_bytes()
         # (another size: refused from it, since 2026-12-07, before any byte is hashed)
-        want = (f"{model}: field input.bytes: the model should be {len(lowered)} bytes, the "
-                f"size of the input {out}/manifest.json records "
+        want = (f"{model}: field input.bytes: the model's size should be {len(lowered)} "
+                f"bytes, the size the input {out}/manifest.json records "
                 f"({hashlib.sha256(lowered).hexdigest()[:16]}..., \"ar2.neff\"), not "
-                f"{len(data)} (refused from its size, before any byte is hashed): --model "
-                "must name the model this output was lowered from")
+                f"{len(data)} (refused from its size, before any byte is hashed): either the "
+                f"model is not the one {out} was lowered from or {out}/manifest.json was edited")
     for flags in ((), ("--ignore-checksums",)):
         assert _one_line_status_2(out, "--model", model, *flags) == want, flags
 
@@ -958,11 +958,11 @@ def test_a_model_of_another_size_than_input_bytes_is_refused_before_it_is_hashed
     with open(model, "wb") as fh:
         fh.truncate(64 << 20)  # (sparse: 64 MiB of zeros, no payload end of 1439 bytes)
     lowered = (FIX / "ar2.neff").read_bytes()
-    want = (f"{model}: field input.bytes: the model should be {len(lowered)} bytes, the "
-            f"size of the input {ar2}/manifest.json records "
+    want = (f"{model}: field input.bytes: the model's size should be {len(lowered)} bytes, "
+            f"the size the input {ar2}/manifest.json records "
             f"({hashlib.sha256(lowered).hexdigest()[:16]}..., \"ar2.neff\"), not {64 << 20} "
-            "(refused from its size, before any byte is hashed): --model must name the model "
-            "this output was lowered from")
+            "(refused from its size, before any byte is hashed): either the model is not the "
+            f"one {ar2} was lowered from or {ar2}/manifest.json was edited")
     for flags in ((), ("--ignore-checksums",)):
         hashed = _count_hashed(monkeypatch, "sha256")
         res = cli("simulate", ar2, "--model", model, *flags)
@@ -1150,3 +1150,49 @@ def test_a_model_replaced_between_its_hash_and_its_parse_is_refused(
         res = cli("simulate", ar2, "--model", model, *flags)
         assert res.exit_code == 2 and res.stderr == f"nrtrewrite: error: {want}\n", \
             (flags, res.output)
+
+
+def test_a_byte_not_zero_past_the_payloads_end_is_refused_before_the_rest_is_hashed(
+        ar2, tmp_path, monkeypatch):
+    """docs/SIMULATOR.md §1: a model whose header puts the payload's end at ``input.bytes``
+    (the size an older lowering recorded) passes only with zero bytes after it (NEFF-LIKE.md
+    §1), so the first byte past it that is not zero is refused there, before the rest is
+    hashed (review 52l: ar2.neff with junk appended was hashed whole first).  Here 2 MiB of
+    zeros, then 0x01, then 8 MiB of zeros: the blocks (1 MiB) before the 0x01 at most."""
+    lowered = (FIX / "ar2.neff").read_bytes()
+    model = tmp_path / "junk.neff"
+    model.write_bytes(lowered + bytes(2 << 20) + b"\x01" + bytes(8 << 20))
+    want = (f"{model}: field input.bytes: the model's byte at offset {len(lowered) + (2 << 20)}"
+            f", past the payload's end its header puts at {len(lowered)} bytes, the size the "
+            f"input {ar2}/manifest.json records ({hashlib.sha256(lowered).hexdigest()[:16]}..., "
+            "\"ar2.neff\"), should be zero (only zero bytes may follow the payload), not 0x01 "
+            "(refused there, before the rest is hashed): either the "
+            f"model is not the one {ar2} was lowered from or {ar2}/manifest.json was edited")
+    for flags in ((), ("--ignore-checksums",)):
+        hashed = _count_hashed(monkeypatch, "sha256")
+        res = cli("simulate", ar2, "--model", model, *flags)
+        assert res.exit_code == 2 and res.stderr == f"nrtrewrite: error: {want}\n", flags
+        assert hashed[0] < 3 << 20, hashed  # (not the 10 MiB of the file)
+    # zero bytes alone after the payload: the older lowering's model (its sha256 recorded
+    # with the payload's end), taken
+    model.write_bytes(lowered + bytes(3 << 20))
+    out = tmp_path / "o"
+    shutil.copytree(ar2, out)
+    top = json.loads((out / "manifest.json").read_text())
+    top["input"]["sha256"] = hashlib.sha256(model.read_bytes()).hexdigest()
+    (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+    assert cli("simulate", out, "--json", "--model", model).exit_code == 0
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="no /proc")
+def test_a_file_whose_size_the_file_system_says_is_0_is_judged_from_its_bytes(ar2):
+    """docs/SIMULATOR.md §1: a /proc file has bytes though ``os.fstat`` says 0, so a size of
+    0 is not judged before the bytes are read: the model is refused from the bytes read, its
+    sha256 and their count (review 52l: ``--model /proc/self/status`` said ``not 0``)."""
+    res = cli("simulate", ar2, "--model", "/proc/self/status")
+    assert res.exit_code == 2
+    line = res.stderr.strip()
+    assert line.startswith("nrtrewrite: error: /proc/self/status: field input.sha256: sha256 "), \
+        line
+    count = int(line.split("... (", 1)[1].split(" bytes)", 1)[0])
+    assert count > 0 and "not 0" not in line and "refused from its size" not in line, line

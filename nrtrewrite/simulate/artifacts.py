@@ -309,7 +309,9 @@ def check_input_model(out: str | Path, model: str | Path,
     not the model's: :func:`input_model_bytes` reads it whole once the checksum pass is
     done), and refused as :func:`~nrtrewrite.neff.container.read_file_bytes` refuses it; one
     whose size (``os.fstat`` of the opened file) is not ``input.bytes``, nor a size a
-    lowering of it recorded, is refused from that size before any byte is hashed.
+    lowering of it recorded, is refused from that size before any byte is hashed (a size of
+    0, a /proc file's, is judged from the bytes read), and one of the size an older lowering
+    recorded (its payload's end) at the first byte past that end that is not zero.
     With ``verify_hash`` the header's hash field is held to the payload's digest in the same
     pass, refused as the reader refuses it (the one refusal the reader can still give a
     model with the sha256 it was lowered from, when that was with ``--no-verify-hash``), so
@@ -334,6 +336,12 @@ def check_input_model(out: str | Path, model: str | Path,
     name = top["input"].get("name")  # (informative, of any type: shown as JSON writes it)
     records = f"the input {escape_path(out)}/manifest.json records"
     must = "--model must name the model this output was lowered from"
+    # (a size or trailing byte that is not the input's: the model or the manifest may be
+    # the one at fault, an edited input.bytes beside the genuine model as well)
+    either = (f"either the model is not the one {escape_path(out)} was lowered from or "
+              f"{escape_path(out)}/manifest.json was edited")
+    recorded = (f"{want_bytes} bytes, the size {records} ({want_sha[:16]}..., "
+                f"{json_text(name)})")
     # the header's header_size and data_size (the payload's end), and the end of the last
     # byte that is not zero: what a lowering before 2026-12-01 recorded (below)
     hs, ds = (HEADER_FIELDS[k][0] for k in ("header_size", "data_size"))
@@ -348,19 +356,20 @@ def check_input_model(out: str | Path, model: str | Path,
                                    and payload_end(head) == want_bytes)
 
     def size_refusal(n: int) -> OutputError:
-        # (review 51: a 5 GiB model of another size was hashed whole first, 26 s)
-        return OutputError(f"the model should be {want_bytes} bytes, the size of {records} "
-                           f"({want_sha[:16]}..., {json_text(name)}), not {n} (refused from "
-                           f"its size, before any byte is hashed): {must}", file=str(model),
+        # (review 51: a 5 GiB model of another size was hashed whole first, 26 s; until
+        # review 52l the line blamed the model, also for an edited input.bytes)
+        return OutputError(f"the model's size should be {recorded}, not {n} (refused from "
+                           f"its size, before any byte is hashed): {either}", file=str(model),
                            field="input.bytes")
 
     disk: list[int] = []  # the opened file's size, before any byte is read
     h, size, head, used = hashlib.sha256(), 0, b"", 0
     payload, end = None, 0  # the header's digest of the payload [HEADER_SIZE, end), if asked
     for block in read_file_blocks(str(model), sized=disk.append):
-        if not size and not recorded_size(disk[0], block[:HEADER_SIZE]):
+        # (a size of 0 is not judged: a /proc file has bytes though fstat says 0, judged
+        # from the bytes read below; an empty file has no block)
+        if not size and disk[0] and not recorded_size(disk[0], block[:HEADER_SIZE]):
             raise size_refusal(disk[0])
-        h.update(block)
         if len(head) < HEADER_SIZE:
             head += block[:HEADER_SIZE - len(head)]
             if verify_hash and len(head) == HEADER_SIZE:
@@ -368,6 +377,20 @@ def check_input_model(out: str | Path, model: str | Path,
                 if pkg in (PKG_VERSION_SHA256, PKG_VERSION_MD5):
                     payload = hashlib.sha256() if pkg == PKG_VERSION_SHA256 else hashlib.md5()
                     end = payload_end(head)
+        if (size + len(block) > want_bytes and len(head) == HEADER_SIZE
+                and payload_end(head) == want_bytes):
+            # past the payload's end an older lowering recorded: only zero bytes can follow
+            # it (NEFF-LIKE.md §1), so the first that is not decides, before the rest is
+            # hashed (until review 52l the file was hashed whole first)
+            start = max(0, want_bytes - size)
+            if (kept := len(block.rstrip(b"\0"))) and size + kept > want_bytes:  # (which?)
+                first = size + len(block) - len(block[start:].lstrip(b"\0"))
+                raise OutputError(
+                    f"the model's byte at offset {first}, past the payload's end its header "
+                    f"puts at {recorded}, should be zero (only zero bytes may follow the "
+                    f"payload), not 0x{block[first - size]:02x} (refused there, before the "
+                    f"rest is hashed): {either}", file=str(model), field="input.bytes")
+        h.update(block)
         if payload is not None and size + len(block) > HEADER_SIZE and size < end:
             payload.update(memoryview(block)[max(0, HEADER_SIZE - size):end - size])
         if kept := len(block.rstrip(b"\0")):
