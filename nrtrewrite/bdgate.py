@@ -87,13 +87,13 @@ def _entry_bds(spec, rank: int, topo, hw: int) -> tuple[np.ndarray, np.ndarray, 
             np.bincount(leg, s2m, n).astype(np.int64))
 
 
-def worst_leg(trig, sel, topo, limit: int) -> tuple[str, int, str]:
+def worst_leg(trig, sel, topo, limit: int, *, host_cc: bool = False) -> tuple[str, int, str]:
     """(leg, count, "M2S" or "S2M") of the first leg of ``trig`` lowered as ``sel`` (its
     engine and legs) that needs more than ``limit`` BDs of one stream direction, ranks in
     ascending order, a rank's legs in entry and program order (the leg ``lower`` names), else of
-    the leg that needs the most."""
+    the leg that needs the most.  ``host_cc``: composed as ``lower --host-cc`` composes it."""
     worst = ("", 0, "M2S")
-    for leaf, m2s, s2m in _legs(trig, sel, topo):
+    for leaf, m2s, s2m in _legs(trig, sel, topo, host_cc):
         over = np.flatnonzero((m2s > limit) | (s2m > limit))
         if over.size:
             k = int(over[0])
@@ -107,7 +107,7 @@ def worst_leg(trig, sel, topo, limit: int) -> tuple[str, int, str]:
     return worst
 
 
-def _legs(trig, sel, topo):
+def _legs(trig, sel, topo, host_cc: bool = False):
     """:func:`_entry_bds` of every entry of every rank of ``trig``'s group lowered as
     ``sel``, in group and entry order."""
     # (imported here: select imports this module when an SBUF trigger is gated only)
@@ -115,7 +115,7 @@ def _legs(trig, sel, topo):
     from nrtrewrite.lower import LowerOptions, TriggerPlan
 
     algorithm = algorithms.get(sel.alg)
-    ctx = SimpleNamespace(topology=topo, options=LowerOptions(), memory=_Layout())
+    ctx = SimpleNamespace(topology=topo, options=LowerOptions(host_cc=host_cc), memory=_Layout())
     group = tuple(trig.replica_group)
     tp = TriggerPlan(trigger=trig, selection=sel, algorithm=algorithm,
                      prepared=algorithm.prepare(ctx, trig, sel), group=group, leader=min(group))

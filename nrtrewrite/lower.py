@@ -233,7 +233,8 @@ def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str,
     # refusals are lower's; without one only those planned: the docstring says why)
     chosen = (model.triggers if only is None or override is not None
               else [t for t in model.triggers if t.ordinal in only])
-    selections = select_all(model, topo, override=override, triggers=chosen)
+    selections = select_all(model, topo, override=override, triggers=chosen,
+                            host_cc=options.host_cc)
     t1 = time.perf_counter()
     plan = LoweringPlan(model=model, topology=topo, options=options, triggers=[], memory=None,
                         input_sha256=input_sha256, input_bytes=input_bytes,
@@ -502,12 +503,13 @@ def _with_runs(err: NrtRewriteError, plan: LoweringPlan, tp: TriggerPlan) -> Nrt
     """``err``, a leg over ``TPINC_MAX_BDS`` of a trigger with an SBUF operand, with how its
     engine was chosen and why it has so many BDs: each contiguous run of an SBUF access
     pattern is a BD, and the rows it reads (the default selection's BD gate counts them
-    so and passes such an engine over, docs/SELECTION.md "The BD gate": the default's own
-    engine is refused here only where the gate does not count, a HIER leg's host-CC step;
-    no other engine is named). "forced" only when the override's clause for the op names
-    this engine alone;
-    an exclusion, an allow-list or a clause of another op forced nothing, the default
-    selection took the engine within it. Any other error as it is."""
+    so and passes such an engine over, docs/SELECTION.md "The BD gate", under --host-cc too:
+    RING's, KANGARING's and HIER's legs are counted as composed with it; the default's own
+    engine is refused here only where the gate did not count its legs, one whose composer
+    refused the trigger at selection; no other engine is named). "forced" only when the
+    override's clause for the op names this engine alone; an exclusion, an allow-list or a
+    clause of another op forced nothing, the default selection took the engine within it.
+    Any other error as it is."""
     if not isinstance(err, LimitError) or "(TPINC_MAX_BDS)" not in err.why:
         return err
     req = Request.from_trigger(tp.trigger)

@@ -437,13 +437,13 @@ def mesh_bd_refusal(req: Request, topo: Topology) -> str | None:
     if count <= TPINC_MAX_BDS:
         return None
     return (f"{POLICY_GATE}a {leg} leg would need {count} {which} BDs, more than "
-            f"TPINC_MAX_BDS {TPINC_MAX_BDS} a leg ({sbuf_runs_text(req)}; lower refuses it; "
-            "--algo may force it)")
+            f"TPINC_MAX_BDS {TPINC_MAX_BDS} a leg ({sbuf_runs_text(req)}; lower refuses it, "
+            "forced too)")
 
 
 def engine_bd_refusal(trigger: Union[Trigger, Request], req: Request, alg: EncAlgType,
-                      topo: Topology, policy: Policy, override: AlgoOverride | None
-                      ) -> str | None:
+                      topo: Topology, policy: Policy, override: AlgoOverride | None,
+                      host_cc: bool = False) -> str | None:
     """Why the default selection does not take ``alg`` for ``trigger`` (a policy gate), or
     None: a leg of it, composed as ``lower`` composes it, would need more than
     ``TPINC_MAX_BDS`` M2S or S2M BDs, which ``lower`` refuses (docs/SELECTION.md "The BD
@@ -452,23 +452,28 @@ def engine_bd_refusal(trigger: Union[Trigger, Request], req: Request, alg: EncAl
     the limit (a leg's stream moves at most the op's elements, a BD at least one, at most
     ``MAX_SRC`` sources and ``MAX_DST`` destinations a leg).  Cached by the trigger's
     identity in the topology (op, dtype, reduce op, group, element count, run lengths, the
-    engine, the policy and, for HIER, whose legs an override may steer, its text); an engine
-    its composer refuses for another reason is not refused here (``lower`` says why)."""
+    engine, the policy's value, ``host_cc`` and, for HIER, whose legs an override may steer,
+    its text); an engine its composer refuses for another reason is not refused here
+    (``lower`` says why), nor any engine of a trigger ``lower``'s own checks refuse (its
+    dtype, its operands: ``lower`` names that reason, not the gate's).  ``host_cc``:
+    ``lower``'s ``--host-cc``, which composes the all-reduce's last reduce step as one
+    ``recv_reduce_copy_send`` leg writing two outputs (RING, KANGARING, HIER's legs)."""
     if (not isinstance(trigger, Trigger) or req.src_run is None and req.dst_run is None
             or not policy.is_lowerable(alg, req.op)
-            or _bd_bound(req, topo.platform.hw_generation) <= TPINC_MAX_BDS):
+            or _bd_bound(req, topo.platform.hw_generation) <= TPINC_MAX_BDS
+            or _lower_refuses(trigger)):
         return None
     if alg == EncAlgType.MESH:  # (counted from the access pattern, equal to the composed)
         return mesh_bd_refusal(req, topo)
-    key = ("bd_gate", alg, id(policy), override.text if alg == EncAlgType.HIER and override
-           else None, trigger.op, trigger.dtype, trigger.alu_op, trigger.replica_group,
-           trigger.num_elements, req.src_run, req.dst_run)
+    key = ("bd_gate", alg, policy, host_cc, override.text if alg == EncAlgType.HIER
+           and override else None, trigger.op, trigger.dtype, trigger.alu_op,
+           trigger.replica_group, trigger.num_elements, req.src_run, req.dst_run)
 
     def make() -> tuple[str, int, str] | None:
         from nrtrewrite.bdgate import worst_leg  # (composers: loaded for SBUF triggers only)
         try:
             sel = select(trigger, topo, override=override, policy=policy, _take=alg)
-            return worst_leg(trigger, sel, topo, TPINC_MAX_BDS)
+            return worst_leg(trigger, sel, topo, TPINC_MAX_BDS, host_cc=host_cc)
         except NrtRewriteError:
             return None
     worst = topo.cached(key, make)
@@ -476,8 +481,21 @@ def engine_bd_refusal(trigger: Union[Trigger, Request], req: Request, alg: EncAl
         return None
     leg, count, which = worst
     return (f"{POLICY_GATE}a {leg} leg would need {count} {which} BDs, more than "
-            f"TPINC_MAX_BDS {TPINC_MAX_BDS} a leg ({sbuf_runs_text(req)}; lower refuses it; "
-            "--algo may force it)")
+            f"TPINC_MAX_BDS {TPINC_MAX_BDS} a leg ({sbuf_runs_text(req)}; lower refuses it, "
+            "forced too)")
+
+
+def _lower_refuses(trigger: Trigger) -> bool:
+    """Whether ``lower``'s own checks of ``trigger`` (:func:`nrtrewrite.lower.check_trigger`:
+    its dtype, then its operands) refuse it, whatever engine is taken: the BD gate leaves
+    such a trigger to them, so ``lower`` names that reason and not the gate's (until
+    2026-12-07 an FP32 all-reduce of short SBUF rows was refused by the gate)."""
+    from nrtrewrite.lower import check_trigger  # (lower imports this module)
+    try:
+        check_trigger(trigger)
+    except NrtRewriteError:
+        return True
+    return False
 
 
 def _bd_bound(req: Request, hw: int) -> int:
@@ -1474,13 +1492,16 @@ def _legs_text(legs: tuple[Leg, ...]) -> str:
 
 def select(trigger: Union[Trigger, Request], topo: Topology, *,
            override: AlgoOverride | None = None, policy: Policy = DEFAULT_POLICY,
-           strict: bool = True, _take: EncAlgType | None = None) -> Selection:
+           strict: bool = True, host_cc: bool = False, _take: EncAlgType | None = None
+           ) -> Selection:
     """Select the engine, legs and channel count for one trigger.
 
     With ``strict=False`` (explain) a request nothing lowerable can serve returns a
     selection with ``alg == INVALID`` instead of raising.  ``_take`` (the BD gate's,
     :func:`engine_bd_refusal`): the selection of that engine, as the cascade would make it
-    had it taken it (legal: its legs under ``override``), without the gate.
+    had it taken it (legal: its legs under ``override``), without the gate.  ``host_cc``:
+    ``lower``'s ``--host-cc``, which the BD gate counts under (it changes an all-reduce's
+    legs, not the cascade).
     """
     req = as_request(trigger)
     if not req.group:
@@ -1518,7 +1539,7 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
         # legs pass TPINC_MAX_BDS is passed over, its reason the gate's (until 2026-12-07
         # only MESH was gated, and the default could take an engine lower then refused)
         def fits(a: EncAlgType) -> bool:
-            why = engine_bd_refusal(trigger, req, a, topo, policy, override)
+            why = engine_bd_refusal(trigger, req, a, topo, policy, override, host_cc)
             if why is not None:
                 c = cands[a]
                 cands[a] = replace(c, in_window=False, reason=why if c.in_window
@@ -1542,7 +1563,13 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
                            and not _bd_gated(cands[a].reason) and fits(a)), None)
             outside = picked is not None
         if picked is None and gated():
-            msg = _no_engine_fits(req, cands, gated(), override if clause else None)
+            # (the engines --algo may force that lower lowers: legal, not passed over, and
+            # fitting the gate's count, which a forced engine's legs are, SELECTION.md §3)
+            forcible = [a for a in CANDIDATE_ORDER if cands[a].legal and a not in gated()
+                        and policy.is_lowerable(a, req.op) and engine_bd_refusal(
+                            trigger, req, a, topo, policy, override, host_cc) is None]
+            msg = _no_engine_fits(req, cands, gated(), override if clause else None,
+                                  forcible)
             if strict or clause is not None:
                 raise SelectionError(msg, trigger=req.ordinal)
             return _invalid(req, shape, cands, msg, override)
@@ -1654,17 +1681,21 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
 
 
 def _no_engine_fits(req: Request, cands: dict[EncAlgType, Candidate],
-                    gated: list[EncAlgType], override: AlgoOverride | None) -> str:
+                    gated: list[EncAlgType], override: AlgoOverride | None,
+                    forcible: list[EncAlgType]) -> str:
     """The default selection's refusal when every engine it may take that is legal has a leg
     over ``TPINC_MAX_BDS`` (the BD gate, SELECTION.md §3): each such engine (``gated``) and
-    its worst leg, the rows that make the BDs, and the limit."""
+    its worst leg, the rows that make the BDs, and the limit; then the engines ``--algo``
+    may force whose legs fit (``forcible``), or that none does (until 2026-12-07 "--algo may
+    force an engine" was said where every forced engine was refused: rs_short)."""
+    way = (f"--algo may force {' or '.join(a.name for a in forcible)}, whose legs fit"
+           if forcible else "no engine fits forced either")
     legs = "; ".join(f"{a.name} a " + cands[a].reason.rpartition(POLICY_GATE + "a ")[2]
                      .partition(", more than")[0] for a in gated)
     under = f" under {override.source} {override.text!r}" if override is not None else ""
     return (f"no engine the default selection may take{under} fits TPINC_MAX_BDS "
             f"{TPINC_MAX_BDS} M2S or S2M BDs a leg ({sbuf_runs_text(req)}): {legs}; lower "
-            "refuses such a leg (longer rows, dim 0 of step 1, or a smaller message; --algo "
-            "may force an engine)")
+            f"refuses such a leg (longer rows, dim 0 of step 1, or a smaller message; {way})")
 
 
 def _invalid(req: Request, shape: GroupShape, cands: dict[EncAlgType, Candidate], msg: str,
@@ -1684,14 +1715,14 @@ def _invalid(req: Request, shape: GroupShape, cands: dict[EncAlgType, Candidate]
 
 
 def select_all(model: Model, topo: Topology, override: AlgoOverride | None = None,
-               policy: Policy = DEFAULT_POLICY, triggers: Iterable[Trigger] | None = None
-               ) -> list[Selection]:
+               policy: Policy = DEFAULT_POLICY, triggers: Iterable[Trigger] | None = None,
+               host_cc: bool = False) -> list[Selection]:
     """:func:`select` for every trigger of ``model`` (those of ``triggers``, if given), in
-    trigger order."""
+    trigger order (``host_cc``: ``lower``'s ``--host-cc``, for the BD gate)."""
     out = []
     for t in model.triggers if triggers is None else triggers:
         try:
-            out.append(select(t, topo, override=override, policy=policy))
+            out.append(select(t, topo, override=override, policy=policy, host_cc=host_cc))
         except SelectionError as err:
             raise err.at(**trigger_where(t))
     return out

@@ -737,7 +737,7 @@ def test_the_default_selection_passes_over_a_mesh_whose_legs_pass_tpinc_max_bds(
                            "element"}[case]
         assert reason == (f"policy gate: a {count} BDs, more than TPINC_MAX_BDS 65534 a leg "
                           f"(an SBUF access pattern's runs, a BD each: {runs}; lower refuses "
-                          "it; --algo may force it)")
+                          "it, forced too)")
         assert f"MESH not taken: {reason}" in sel.reason
     else:
         assert "TPINC_MAX_BDS" not in reason
@@ -1067,6 +1067,42 @@ def test_an_engine_refused_for_tpinc_max_bds_says_forced_only_when_the_override_
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("algo,how", [
+    (None, "the default selection took RING"),
+    ("^mesh", "the default selection took RING within --algo '^mesh'"),
+    ("ring,mesh", "the default selection took RING within --algo 'ring,mesh'"),
+    ("allgather:mesh", "the default selection took RING within --algo 'allgather:mesh'"),
+])
+def test_an_engine_the_bd_gate_did_not_count_is_refused_saying_the_default_took_it(
+        tmp_path, monkeypatch, algo, how):
+    """review 51x's wording where it is still reachable: an engine of the cascade whose
+    legs the BD gate does not count (docs/SELECTION.md "The BD gate": one its composer
+    refused at selection for another reason; here every engine's count is switched off but
+    MESH's, which lives in its predicate) is taken by the default and refused by lower at
+    emit time, saying the default selection took it (within the override, which forced
+    nothing), with the rows.  The model: rs_short, whose RING send leg needs 96000 M2S
+    BDs (2 channels of 2 blocks of 96000 elements, a run each)."""
+    from click.testing import CliRunner
+
+    from nrtrewrite import select as select_module
+    from nrtrewrite.cli import main
+
+    monkeypatch.setattr(select_module, "engine_bd_refusal", lambda *a, **k: None)
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(_rs_short()))
+    monkeypatch.delenv("NRTREWRITE_ALGO", raising=False)
+    args = ["lower", "-q", "-j", "1", str(neff), "-o", str(tmp_path / "out")]
+    if algo is not None:
+        args += ["--algo", algo]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 2, res.output
+    line = res.stderr.strip()
+    assert "a send leg on channel 0 needs 96000 M2S" in line, line
+    assert line.endswith(f"; {how} (an SBUF access pattern's runs, a BD each: the src's rows "
+                         "of 1 element and the dst's rows of 300 elements)"), line
+    assert not (tmp_path / "out").exists()
+
+
 def _rs_rows(n: int, src_step: int, dst_step: int) -> dict:
     """An fp16 reduce-scatter over ranks 0..n-1 (one trn2 device, LNC 1) of 128 partitions
     x 300 x 5 x 4 = 768000 elements (1.465 MiB: INTRA_RDH's window, past MESH's 1 MiB), src
@@ -1138,7 +1174,7 @@ def test_the_default_selection_refuses_when_no_engine_fits_tpinc_max_bds(
         f"TPINC_MAX_BDS 65534 M2S or S2M BDs a leg ({_RUNS_1_300}): "
         + "; ".join(f"{e} M2S BDs" for e in engines)
         + "; lower refuses such a leg (longer rows, dim 0 of step 1, or a smaller message; "
-        "--algo may force an engine)"), line
+        "no engine fits forced either)"), line
     assert not (tmp_path / "out").exists()
     # explain shows the same refusal (the trigger's "cannot be lowered", or, under an
     # override, its error)
@@ -1168,8 +1204,8 @@ def test_the_default_selection_passes_over_an_engine_with_a_leg_over_tpinc_max_b
     neff = tmp_path / "m.neff"
     neff.write_bytes(assemble_spec(_rs_rows(4, 2, 1)))
     gate = ("INTRA_RDH not taken: policy gate: a rdh_copy leg would need 384000 M2S BDs, "
-            f"more than TPINC_MAX_BDS 65534 a leg ({_RUNS_1_300}; lower refuses it; --algo "
-            "may force it)")
+            f"more than TPINC_MAX_BDS 65534 a leg ({_RUNS_1_300}; lower refuses it, forced "
+            "too)")
     res = CliRunner().invoke(main, ["explain", "--json", str(neff)])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
@@ -1218,11 +1254,14 @@ def test_the_default_takes_an_engine_outside_its_window_when_none_inside_fits(tm
     assert res.exit_code == 0, res.output
 
 
-@pytest.mark.parametrize("case", ["rs_short", "rs4_21", "rs2_12", "ar16_short"])
-def test_the_bd_gate_refuses_exactly_the_engines_lower_refuses(tmp_path, case):
+@pytest.mark.parametrize("case,host_cc", [
+    ("rs_short", False), ("rs4_21", False), ("rs2_12", False), ("ar16_short", False),
+    ("ar16_short", True), ("ar2_hc", True), ("ar2_hc", False)])
+def test_the_bd_gate_refuses_exactly_the_engines_lower_refuses(tmp_path, case, host_cc):
     """The gate is exact where it decides (docs/SELECTION.md "The BD gate"): for every legal
     engine of the cascade, it passes the engine over exactly when lower, forced to it,
-    refuses a leg for TPINC_MAX_BDS, and it names the leg and count lower names."""
+    refuses a leg for TPINC_MAX_BDS, and it names the leg and count lower names; under
+    --host-cc too (review 52k: the gate counted without it)."""
     from click.testing import CliRunner
 
     from nrtrewrite.cli import main
@@ -1233,6 +1272,8 @@ def test_the_bd_gate_refuses_exactly_the_engines_lower_refuses(tmp_path, case):
         s = _short_rows_all_reduce()
         s["subgraphs"][0]["replica_groups"] = [list(range(16))]
         s["subgraphs"][0]["engines"]["sp"][0]["all_reduce"]["op"] = "add"
+    elif case == "ar2_hc":
+        s = _ar2_rows("fp16", 1, 2)
     else:
         s = {"rs_short": _rs_short, "rs4_21": lambda: _rs_rows(4, 2, 1),
              "rs2_12": lambda: _rs_rows(2, 1, 2)}[case]()
@@ -1247,9 +1288,10 @@ def test_the_bd_gate_refuses_exactly_the_engines_lower_refuses(tmp_path, case):
     for alg in DEFAULT_POLICY.precedence:
         if not cands[alg].legal:
             continue
-        why = engine_bd_refusal(trig, req, alg, topo, DEFAULT_POLICY, None)
+        why = engine_bd_refusal(trig, req, alg, topo, DEFAULT_POLICY, None, host_cc)
         res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o",
-                                        str(tmp_path / alg.name), "--algo", alg.name.lower()])
+                                        str(tmp_path / alg.name), "--algo", alg.name.lower(),
+                                        *(["--host-cc"] if host_cc else [])])
         checked += 1
         if why is None:
             assert res.exit_code == 0, (alg, res.output)
@@ -1295,3 +1337,160 @@ def test_the_bd_gate_counts_runs_and_tile_splits_as_formats_says():
     assert worst_leg(trig, sel, topo, 644) == ("rdh_copy", 645, "M2S")
     assert worst_leg(trig, sel, topo, 645) == ("rdh_reduce", 826, "M2S")
     assert worst_leg(trig, sel, topo, 65534) == ("rdh_reduce", 826, "M2S")
+
+
+def _ar2_rows(dtype: str, src_step: int, dst_step: int) -> dict:
+    """An all-reduce (add) over ranks 0 and 1 (one trn2 device, LNC 1) of 32 (fp16) or 64
+    (fp32) partitions x 300 x 5 x 4 elements, src dims [[s, 300], [300 s, 5], [1500 s, 4]]
+    and dst the same with its own step: a pattern of step 2 makes every element a run of
+    its own, a BD each (review 52k's hostcc_ar2.json and fp32_ar2.json)."""
+    parts = 32 if dtype == "fp16" else 64
+
+    def ap(var, step):
+        return {"var": var, "start": 0, "partitions": [0, parts],
+                "dims": [[step, 300], [300 * step, 5], [1500 * step, 4]]}
+    size = 6000 * max(src_step, dst_step) * (2 if dtype == "fp16" else 4) + 64
+    return {"header": {"name": "m", "lnc_size": 1},
+            "subgraphs": [{"name": "sg00",
+                           "vars": [{"name": "s", "type": "state-buffer", "size": size,
+                                     "partitions": 128},
+                                    {"name": "d", "type": "state-buffer", "size": size,
+                                     "partitions": 128}],
+                           "replica_groups": [[0, 1]],
+                           "engines": {"sp": [{"all_reduce": {
+                               "dtype": dtype, "op": "add", "src": ap("s", src_step),
+                               "dst": ap("d", dst_step)}}]}}]}
+
+
+def test_the_bd_gate_counts_the_legs_lower_host_cc_composes(tmp_path, monkeypatch):
+    """review 52k: --host-cc makes the ring all-reduce's last reduce step one
+    recv_reduce_copy_send leg writing the reduced block to OUT too (docs/SELECTION.md "The
+    BD gate").  hostcc_ar2: 2 ranks, fp16, 32 x 300 x 5 x 4 = 192000 elements (375 KiB: one
+    RING channel, 384000 B / 256 KiB), dst of step 2: RING's blocks are 192000 / 2 = 96000
+    elements, each a run of its own in OUT, so that leg needs 96000 S2M BDs, over 65534.
+    Under --host-cc the default passes RING over (INTRA_RDH, outside its window, and MESH
+    are over the limit too) and takes SINGLE_CYCLE_RING, the first legal engine outside its
+    window that fits; lower and simulate pass.  Without --host-cc the default is RING, which
+    lowers.  (Until 2026-12-07 the gate counted without --host-cc: the default took RING
+    and `lower --host-cc` refused it.)"""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    from nrtrewrite.select import select
+
+    monkeypatch.delenv("NRTREWRITE_ALGO", raising=False)
+    s = _ar2_rows("fp16", 1, 2)
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(s))
+    model = read_model_bytes(neff.read_bytes(), path=str(neff))
+    topo = load_topology("trn2", world=model.world, lnc_size=1)
+    for extra, alg in (["--host-cc"], "SINGLE_CYCLE_RING"), ([], "RING"):
+        out = tmp_path / f"out{len(extra)}"
+        res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o", str(out),
+                                        *extra])
+        assert res.exit_code == 0, res.output
+        assert [t["algorithm"] for t in json.loads((out / "manifest.json").read_text())
+                ["triggers"]] == [alg]
+        res = CliRunner().invoke(main, ["simulate", str(out)])
+        assert res.exit_code == 0, res.output
+    # RING forced under --host-cc is refused for that leg (the gate's count is lower's)
+    res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o",
+                                    str(tmp_path / "forced"), "--host-cc", "--algo", "ring"])
+    assert res.exit_code == 2, res.output
+    assert re.search(r"a recv_reduce_copy_send leg on channel 0 needs \d+ M2S and 96000 S2M",
+                     res.stderr), res.stderr
+    sel = select(model.triggers[0], topo, host_cc=True)
+    assert sel.alg.name == "SINGLE_CYCLE_RING", sel.reason
+    assert ("RING not taken: policy gate: a recv_reduce_copy_send leg would need 96000 S2M "
+            "BDs, more than TPINC_MAX_BDS 65534 a leg") in sel.reason, sel.reason
+    assert select(model.triggers[0], topo).alg.name == "RING"
+
+
+def test_the_bd_gate_refusal_names_only_a_forced_engine_that_fits(tmp_path, monkeypatch):
+    """review 52k: the refusal's "--algo may force an engine" promised a way out where every
+    forced engine is refused (rs_short: the test above says "no engine fits forced
+    either").  hostcc_ar2 under --host-cc and --algo '^single_cycle_ring': INTRA_RDH,
+    MESH and RING are over the limit (96000 BDs, the block of 192000 / 2 elements a run
+    each); SINGLE_CYCLE_RING (excluded) and SINGLE_STEP_MESH (not in the cascade, legal for
+    an intra-node all-reduce over 2 ranks) fit, and each forced lowers."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+
+    monkeypatch.delenv("NRTREWRITE_ALGO", raising=False)
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(_ar2_rows("fp16", 1, 2)))
+    res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o",
+                                    str(tmp_path / "out"), "--host-cc", "--algo",
+                                    "^single_cycle_ring"])
+    assert res.exit_code == 2, res.output
+    line = res.stderr.strip()
+    assert line.startswith(
+        f"nrtrewrite: error: {neff}: member sg00/sp.bin, subgraph sg00, stream sp, "
+        "instruction 0, trigger 0: no engine the default selection may take under --algo "
+        "'^single_cycle_ring' fits TPINC_MAX_BDS 65534 M2S or S2M BDs a leg"), line
+    assert "RING a recv_reduce_copy_send leg would need 96000 S2M BDs" in line
+    assert line.endswith("lower refuses such a leg (longer rows, dim 0 of step 1, or a smaller "
+                         "message; --algo may force SINGLE_CYCLE_RING or SINGLE_STEP_MESH, "
+                         "whose legs fit)"), line
+    assert not (tmp_path / "out").exists()
+    for alg in ("single_cycle_ring", "single_step_mesh"):
+        res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o",
+                                        str(tmp_path / alg), "--host-cc", "--algo", alg])
+        assert res.exit_code == 0, res.output
+
+
+def test_an_fp32_reduce_of_short_rows_is_refused_for_its_dtype_not_the_bd_gate(
+        tmp_path, monkeypatch):
+    """review 52k: the CCE cannot reduce FP32 (seed 000 §3.4), so lower refuses an fp32
+    all-reduce for its dtype whatever the engine; with short SBUF rows (fp32_ar2: src of
+    step 2, 64 x 300 x 5 x 4 = 384000 elements) the BD gate refused it first, naming BD
+    counts and "longer rows", a remedy that would not make it lower.  The gate leaves a
+    trigger lower refuses for a reason of its own: the line is the dtype's again, at the
+    trigger's dtype field (docs/CLI.md, lower.dtype_refusal)."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+
+    monkeypatch.delenv("NRTREWRITE_ALGO", raising=False)
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(_ar2_rows("fp32", 2, 1)))
+    res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o",
+                                    str(tmp_path / "out")])
+    assert res.exit_code == 2, res.output
+    line = res.stderr.strip()
+    assert line.startswith(f"nrtrewrite: error: {neff}: member sg00/sp.bin, subgraph sg00, "
+                           "stream sp, instruction 0, "), line
+    assert line.endswith("field dtype, trigger 0: ALLREDUCE in FP32 cannot be lowered: the "
+                         "CCE reduce accepts only BF16, FP16, FP32R and FP8_E3/E4/E5 (seed "
+                         "000 §3.4)"), line
+    assert "TPINC_MAX_BDS" not in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_bd_gate_answers_by_the_policy_value_not_its_id():
+    """review 52k: the gate's cache was keyed by id(policy), and a new Policy object may
+    take a freed one's id and get its answer.  _rs_rows(4, 2, 1): 768000 fp16 elements over
+    4 ranks, src elements a run each.  With max_channels_intra 4 (1.465 MiB / 256 KiB -> 4
+    channels) a RING send leg reads a block of 768000 / 4 / 4 = 48000 elements, 48000 BDs,
+    and the default takes RING; with max_channels_intra 1 that block is 192000 elements
+    and every engine is over the limit: the default refuses.  Policies made and freed in
+    turn (CPython gives the next one the freed one's id) each get their own answer."""
+    from nrtrewrite.errors import SelectionError
+    from nrtrewrite.policy import Policy
+    from nrtrewrite.select import select
+
+    model = read_model_bytes(assemble_spec(_rs_rows(4, 2, 1)), path="m.neff")
+    trig = model.triggers[0]
+    topo = load_topology("trn2", world=model.world, lnc_size=1)
+
+    got = []
+    for k in (4, 1) * 4:
+        policy = Policy(max_channels_intra=k)
+        try:
+            got.append((k, select(trig, topo, policy=policy).alg.name))
+        except SelectionError as err:
+            assert "no engine the default selection may take fits TPINC_MAX_BDS" in str(err)
+            got.append((k, "refused"))
+        del policy  # (its id free for the next)
+    assert got == [(4, "RING"), (1, "refused")] * 4
