@@ -38,8 +38,11 @@ class _Layout:
         return SimpleNamespace(offset=0)
 
 
-def _entry_bds(spec, rank: int, topo, hw: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(leaf, M2S BDs, S2M BDs) of each data leg of one entry (``EntrySpec``) of ``rank``."""
+def _entry_bds(spec, rank: int, topo, hw: int, limit: int | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(leaf, M2S BDs, S2M BDs) of each data leg of one entry (``EntrySpec``) of ``rank``;
+    with ``limit``, of those legs only that may need more than ``limit`` BDs of a direction
+    (:func:`_may_pass`), in the same order: the others cannot pass it and are not counted."""
     rows = IR.emitted(spec.ir)
     length = rows["stop"].astype(np.int64) - rows["start"].astype(np.int64)
     d_n = rows["n_dst"].astype(np.int64)
@@ -52,11 +55,18 @@ def _entry_bds(spec, rank: int, topo, hw: int) -> tuple[np.ndarray, np.ndarray, 
     views = spec.views
     dsize = views[0].dsize
     run = np.array([v.run_length() or 0 for v in views], np.int64)  # 0: linear
+    per_tile = tile_elements(dsize, length, rows["reduce"] != 0, hw_generation=hw)
+    tiles = -(-length // per_tile)
+    if limit is not None:
+        may = _may_pass(length, tiles, s_n, d_n, run, limit)
+        if not may.all():
+            rows, length, d_n, s_n = rows[may], length[may], d_n[may], s_n[may]
+            per_tile, tiles = per_tile[may], tiles[may]
+            if not rows.size:
+                return empty, empty, empty
     origin = np.array([v.origin for v in views], np.int64)
     net = np.array([r != rank and topo.locality(rank, r) == EdgeLocality.NETWORK
                     for r in spec.peers], bool)
-    per_tile = tile_elements(dsize, length, rows["reduce"] != 0, hw_generation=hw)
-    tiles = -(-length // per_tile)
     leg = np.repeat(np.arange(rows.size), tiles)
     first = np.cumsum(tiles) - tiles
     ta = rows["start"].astype(np.int64)[leg] + (np.arange(leg.size) - first[leg]) * per_tile[leg]
@@ -87,13 +97,32 @@ def _entry_bds(spec, rank: int, topo, hw: int) -> tuple[np.ndarray, np.ndarray, 
             np.bincount(leg, s2m, n).astype(np.int64))
 
 
-def worst_leg(trig, sel, topo, limit: int, *, host_cc: bool = False) -> tuple[str, int, str]:
+def _may_pass(length: np.ndarray, tiles: np.ndarray, s_n: np.ndarray, d_n: np.ndarray,
+              run: np.ndarray, limit: int) -> np.ndarray:
+    """Whether each leg (its elements ``length`` in ``tiles`` tiles, ``s_n`` source and
+    ``d_n`` destination streams) may need more than ``limit`` BDs of a direction, its views'
+    run lengths ``run`` (0: linear).  A stream's BDs in a tile of ``L`` elements of a view of
+    runs of ``r`` are the runs the tile meets, at most ``(L - 1) // r + 2`` and at most
+    ``L``; over the leg's tiles at most ``min(length, length // r + 2 tiles)`` (a sum of
+    floors is at most the floor of the sum), for ``r`` the shortest run of any view; a linear
+    view's is one a tile, no more.  A leg whose streams' bound is within ``limit`` cannot
+    pass it."""
+    pos = run[run > 0]
+    per = (np.minimum(length, length // int(pos.min()) + 2 * tiles) if pos.size else tiles)
+    return (s_n * per > limit) | (d_n * per > limit)
+
+
+def worst_leg(trig, sel, topo, limit: int, *, host_cc: bool = False,
+              over_only: bool = False) -> tuple[str, int, str]:
     """(leg, count, "M2S" or "S2M") of the first leg of ``trig`` lowered as ``sel`` (its
     engine and legs) that needs more than ``limit`` BDs of one stream direction, ranks in
     ascending order, a rank's legs in entry and program order (the leg ``lower`` names), else of
-    the leg that needs the most.  ``host_cc``: composed as ``lower --host-cc`` composes it."""
+    the leg that needs the most.  ``host_cc``: composed as ``lower --host-cc`` composes it.
+    ``over_only`` (the gate's): a leg whose bound (:func:`_may_pass`) is within ``limit`` is
+    not counted, so with none over the answer is of the most among those counted, or
+    ``("", 0, "M2S")``; the first leg over ``limit`` and its count are the same."""
     worst = ("", 0, "M2S")
-    for leaf, m2s, s2m in _legs(trig, sel, topo, host_cc):
+    for leaf, m2s, s2m in _legs(trig, sel, topo, host_cc, limit if over_only else None):
         over = np.flatnonzero((m2s > limit) | (s2m > limit))
         if over.size:
             k = int(over[0])
@@ -107,9 +136,9 @@ def worst_leg(trig, sel, topo, limit: int, *, host_cc: bool = False) -> tuple[st
     return worst
 
 
-def _legs(trig, sel, topo, host_cc: bool = False):
-    """:func:`_entry_bds` of every entry of every rank of ``trig``'s group lowered as
-    ``sel``, in group and entry order."""
+def _legs(trig, sel, topo, host_cc: bool = False, limit: int | None = None):
+    """:func:`_entry_bds` (under ``limit``) of every entry of every rank of ``trig``'s group
+    lowered as ``sel``, in group and entry order."""
     # (imported here: select imports this module when an SBUF trigger is gated only)
     from nrtrewrite.compose import algorithm as algorithms
     from nrtrewrite.lower import LowerOptions, TriggerPlan
@@ -122,4 +151,4 @@ def _legs(trig, sel, topo, host_cc: bool = False):
     hw = topo.platform.hw_generation
     for rank in sorted(group):  # (lower's order)
         for spec in algorithm.entries(ctx, tp, rank):
-            yield _entry_bds(spec, rank, topo, hw)
+            yield _entry_bds(spec, rank, topo, hw, limit)

@@ -473,7 +473,8 @@ def engine_bd_refusal(trigger: Union[Trigger, Request], req: Request, alg: EncAl
         from nrtrewrite.bdgate import worst_leg  # (composers: loaded for SBUF triggers only)
         try:
             sel = select(trigger, topo, override=override, policy=policy, _take=alg)
-            return worst_leg(trigger, sel, topo, TPINC_MAX_BDS, host_cc=host_cc)
+            return worst_leg(trigger, sel, topo, TPINC_MAX_BDS, host_cc=host_cc,
+                             over_only=True)
         except NrtRewriteError:
             return None
     worst = topo.cached(key, make)

@@ -1337,6 +1337,14 @@ def test_the_bd_gate_counts_runs_and_tile_splits_as_formats_says():
     assert worst_leg(trig, sel, topo, 644) == ("rdh_copy", 645, "M2S")
     assert worst_leg(trig, sel, topo, 645) == ("rdh_reduce", 826, "M2S")
     assert worst_leg(trig, sel, topo, 65534) == ("rdh_reduce", 826, "M2S")
+    # the gate's (over_only): a leg is counted only if its bound may pass the limit: per
+    # stream min(length, length // 300 + 2 tiles), rdh_copy 192000 // 300 + 2 x 6 = 652 M2S
+    # (one source stream), rdh_reduce 640 + 2 x 94 = 828 a stream, two sources: 1656 M2S;
+    # the first over the limit and its count are the same as counted in full
+    assert worst_leg(trig, sel, topo, 644, over_only=True) == ("rdh_copy", 645, "M2S")
+    assert worst_leg(trig, sel, topo, 645, over_only=True) == ("rdh_reduce", 826, "M2S")
+    assert worst_leg(trig, sel, topo, 1655, over_only=True)[1] <= 1655
+    assert worst_leg(trig, sel, topo, 1656, over_only=True) == ("", 0, "M2S")
 
 
 def _ar2_rows(dtype: str, src_step: int, dst_step: int) -> dict:
