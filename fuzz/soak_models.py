@@ -27,7 +27,9 @@ one JSON object a line) and the exit status is 1.  The same ``--seed`` gives the
 models: model ``i`` of ``--seed S`` is the model seed ``S * 10**6 + i``, the log's
 ``seed``.  An OS error of the harness's own files (the model written, the output lowered:
 a full disk, quota or file size limit, no permission, the device, :data:`HARNESS_ERRNOS`; the
-log: any, the log left as it was, :func:`append_line`) is not a finding: the run stops with
+log: any, its record never cut back, :func:`append_line`; a log there that is not a regular
+file or a character device, a FIFO say, refused before any model runs,
+:func:`refuse_unfit_log`) is not a finding: the run stops with
 one line, ``soak_models.py: error: ...``, status 2, nothing logged, its files named in the
 model's temporary folder, deleted by then (``<temporary>/out``), with how to run the model
 again alone; so does the machine refusing a resource (memory, a process, a thread: a
@@ -43,7 +45,8 @@ a full disk while simulating, which writes no file) is a failure of the tool, lo
 ``two_node`` is true), without that classification, and prints its verdict, a failure's
 traceback or mismatches on stderr, a refusal's whole line; its status 0 (simulated, or
 refused while lowering), 2 (not the tool's, as the harness shows: its own writes, the
-memory guard), 1 (a failure of the tool): :func:`replay`.
+memory guard's refusal before the run judged by the floors), 1 (a failure of the tool, the
+guard's stop mid-run and a ``MemoryError`` included): :func:`replay`.
 
 ``--two-node`` draws mostly two-node worlds of up to 32 ranks and up to 4 M elements
 (HIER, the net proxy), slower per model.
@@ -57,8 +60,10 @@ import json
 import os
 import random
 import re
+import resource
 import shlex
 import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -185,7 +190,7 @@ def run_one(seed: int, two_node: bool, work: Path, classify: bool = True) -> dic
         except OSError as err:
             if not harness_os_error(err):  # (EMFILE: a descriptor the tool leaked)
                 raise
-            return stop(f"{temporary_name(neff, d)}: cannot write model {seed}: "
+            return stop(f"model {seed}: {temporary_name(neff, d)}: cannot write the model: "
                         f"{err.strerror or err}" + again(seed, two_node))
         del data
         step = "lowering"
@@ -271,15 +276,18 @@ def machine_refusal(err: BaseException, plan=None, folder: Path | None = None,
     ``ENOMEM`` or ``EAGAIN`` naming no file: ``fork``, ``mmap``), a thread that could not
     start, or the simulator's memory guard (:class:`~nrtrewrite.errors.ResourceError`,
     status 71) - what the CLI says with status 71 (docs/CLI.md "Errors"); with
-    ``shown_only`` (``--replay``) only the guard, the one the harness can show is the
-    machine's.  The guard's refusal before the run (``cannot be simulated on this
-    machine``) weighs the floor the output's declared sizes give (the error's ``floor``)
-    against the memory available: it is the machine's only when that floor is no more than
-    the model's own (:func:`~nrtrewrite.simulate.memguard.floors_of_plan` of ``plan``, the
-    lowered model, not its output), which the guard's one reading of the memory available
-    did not fit either; an output declaring more than the model needs is the tool's (None),
-    as is a refusal with no floor or no model to weigh it against (until 2026-12-07 judged
-    by reading the memory available a second time, which another process may have changed
+    ``shown_only`` (``--replay``) only the guard's refusal before the run, judged by the
+    floors (below), the one the harness can show is the machine's: its stop mid-run (``out
+    of memory: simulate stopped ...``) is then a failure, as a ``MemoryError`` is (until
+    2026-12-07 the replay called it not the tool's, status 2).  The guard's refusal before
+    the run (``cannot be simulated on this machine``) weighs the floor the output's declared
+    sizes give (the error's ``floor``) against the memory available: it is the machine's
+    only when that floor is no more than the model's own
+    (:func:`~nrtrewrite.simulate.memguard.floors_of_plan` of ``plan``, the lowered model,
+    not its output), which the guard's one reading of the memory available did not fit
+    either; an output declaring more than the model needs is the tool's (None), as is a
+    refusal with no floor or no model to weigh it against (until 2026-12-07 judged by
+    reading the memory available a second time, which another process may have changed
     since).  A file of the temporary ``folder`` (deleted by then) is named
     ``<temporary>/...``."""
     seen: set[int] = set()
@@ -288,6 +296,8 @@ def machine_refusal(err: BaseException, plan=None, folder: Path | None = None,
         seen.add(id(e))
         if isinstance(e, ResourceError):
             if STATIC_REFUSAL in e.why and not declares_the_models_floor(e, plan):
+                return None
+            if shown_only and STATIC_REFUSAL not in e.why:  # (the mid-run stop)
                 return None
             return (e.named_within(folder) if folder is not None else e).line()
         if shown_only:  # (memory refused: the tool's bug as likely; the replay shows it)
@@ -457,9 +467,12 @@ def replay(seed: int, two_node: bool) -> int:
     line (until 2026-12-07 the run's count key, its digits ``#``, cut at 160 characters).
     The status: 0 simulated, or refused while lowering (as the soak expects of some
     models); 2 where the harness shows it is not the tool's (an ``OSError`` of
-    :data:`HARNESS_ERRNOS` writing the model or the output, the memory guard refusing a
-    floor no more than the model's own), its line on stdout, ``not the tool's: model N:
-    ...``; 1 a failure of the tool, ``model N: FAILED (...)``."""
+    :data:`HARNESS_ERRNOS` writing the model or the output, the memory guard refusing
+    before the run a floor no more than the model's own), its line on stdout, ``not the
+    tool's: model N: ...`` (writing the model too: until 2026-12-07 that line began with
+    the model's file); 1 a failure of the tool, ``model N: FAILED (...)``, the guard's stop
+    mid-run (``out of memory: simulate stopped ...``) included, as a ``MemoryError`` is
+    (until 2026-12-07 status 2)."""
     with work_folder() as work:
         r = run_one(seed, two_node, Path(work), classify=False)
     if r["result"] == "simulated":
@@ -478,26 +491,73 @@ def replay(seed: int, two_node: bool) -> int:
 
 
 def append_line(log: Path, line: str) -> None:
-    """Append ``line`` (and a newline) to ``log`` whole or not at all: one ``os.write`` of
-    the whole line (repeated for what a short write left) on an ``O_APPEND`` descriptor,
-    and on an error (a full disk, a file size limit) the file cut back to its size before
-    it; a file not ending in a newline (a record an older run left half) gets one first.
-    Until 2026-12-07 a failed append left half a JSON line, the next record glued to it."""
+    """Append ``line`` (and a newline) to ``log`` with one ``os.write`` of the whole line on
+    a write-only ``O_APPEND`` descriptor (``O_WRONLY|O_APPEND|O_CREAT``): a log another
+    soak appends to meanwhile keeps both records, and a write-only log (mode 0222) takes it.
+    A file that does not end in a newline (a record an older run left half) gets one first,
+    as a separate read-only look at its last byte says (none when the file cannot be read).
+    A record larger than the file size limit allows (``ulimit -f``) is not begun: EFBIG,
+    the log left as it was.  A write cut short (a full disk) is written on, so that the OS
+    says why it stops (``No space left on device``); the half line it leaves is never cut
+    back (until 2026-12-07 the file was truncated to its size before the write, which
+    deleted a record another soak had appended since, and a log on ``/dev/full`` said
+    ``Invalid argument``, the truncation's error), and the next record starts a line of its
+    own.  ``O_NONBLOCK``: a FIFO made after the start (:func:`refuse_unfit_log`) with no
+    reader is ENXIO, not a record lost or a wait forever."""
     data = (line + "\n").encode()
-    fd = os.open(log, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    if not ends_in_a_newline(log):
+        data = b"\n" + data
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
     try:
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            data = b"\n" + data
-        try:
-            done = 0
-            while done < len(data):
-                done += os.write(fd, data[done:])
-        except OSError:
-            os.ftruncate(fd, size)
-            raise
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and limit != resource.RLIM_INFINITY \
+                and st.st_size + len(data) > limit:
+            raise OSError(errno.EFBIG, os.strerror(errno.EFBIG))
+        done = 0
+        while done < len(data):
+            wrote = os.write(fd, data[done:])
+            if wrote == 0:  # (no progress and no error: not seen on a file; never loop)
+                raise OSError(errno.EIO, os.strerror(errno.EIO))
+            done += wrote
     finally:
         os.close(fd)
+
+
+def ends_in_a_newline(log: Path) -> bool:
+    """Whether ``log`` is empty, not there, not readable (a write-only log: not looked at)
+    or ends in a newline: a read-only look at its last byte."""
+    try:
+        fd = os.open(log, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return True
+    try:
+        size = os.fstat(fd).st_size
+        return size == 0 or os.pread(fd, 1, size - 1) in (b"\n", b"")
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def refuse_unfit_log(log: Path) -> None:
+    """Before any model runs: a log that is there but neither a regular file nor a
+    character device (``/dev/null`` to drop the records, ``/dev/full``) is the harness's
+    error, named (a FIFO took a record and lost it with no reader, until 2026-12-07; a
+    directory was found only at the first failure); so is one that cannot be looked at
+    (a link loop, a file where a folder of its path belongs)."""
+    try:
+        mode = os.stat(log).st_mode
+    except FileNotFoundError:
+        return  # (made at the first failure)
+    except OSError as err:
+        refuse_harness(f"{log}: cannot log failures there: {err.strerror or err}")
+    if stat.S_ISREG(mode) or stat.S_ISCHR(mode):
+        return
+    kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "a block device"
+            if stat.S_ISBLK(mode) else "not a file")
+    refuse_harness(f"{log}: cannot log failures there: not a regular file ({kind})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -516,6 +576,7 @@ def main(argv: list[str] | None = None) -> int:
     def more() -> bool:  # --count, when given, instead of --seconds
         return i < args.count if args.count is not None else time.monotonic() < end
 
+    refuse_unfit_log(args.log)
     with work_folder() as work:
         while more():
             r = run_one(seed * SEED_STRIDE + i, args.two_node, Path(work))

@@ -96,8 +96,10 @@ def test_a_full_disk_writing_the_model_is_the_harness_error(tmp_path, monkeypatc
     # (the model's file named in its temporary folder, deleted by then: until 2026-12-07
     # its path there, which names nothing once the line is read)
     # (and how to run it again, as the machine's lines say: until 2026-12-07 not)
-    assert capsys.readouterr() == ("", "soak_models.py: error: <temporary>/m.neff: cannot "
-                                   f"write model 0: {ENOSPC} (again alone: --replay 0)\n")
+    # (the model named first, as the output's line does: until 2026-12-07 its file first)
+    assert capsys.readouterr() == ("", "soak_models.py: error: model 0: <temporary>/m.neff: "
+                                   f"cannot write the model: {ENOSPC} "
+                                   "(again alone: --replay 0)\n")
     assert not log.exists() and os.listdir(tmp) == []
 
 
@@ -126,21 +128,52 @@ def test_a_full_disk_writing_the_output_is_the_harness_error(tmp_path, monkeypat
 
 def test_a_log_that_cannot_be_written_names_the_failures_seed(tmp_path, monkeypatch, capsys):
     """A failure found and a log that cannot take it: the failure is not lost (its seed and
-    how to run it again), status 2 (it was a traceback)."""
+    how to run it again), status 2 (it was a traceback), the OS's reason: a log linked to
+    /dev/full is ``No space left on device`` (until 2026-12-07 ``Invalid argument``, the
+    error of truncating the device back)."""
     import nrtrewrite.simulate as S
 
     def broken(*a, **k):
         raise RuntimeError("simulator bug")
 
     monkeypatch.setattr(S, "simulate_output", broken)
-    log = tmp_path / "logs"
-    log.mkdir()  # (a folder: cannot be opened to append to)
+    log = tmp_path / "l.jsonl"
+    log.symlink_to("/dev/full")
     with pytest.raises(SystemExit) as exc:
         soak_models.main(["--count", "2", "--log", str(log)])  # model 0 is refused, 1 runs
     assert exc.value.code == 2
     assert capsys.readouterr().err == (
         f"soak_models.py: error: {log}: cannot log the failure of model 1 (again alone: "
-        "--replay 1): Is a directory\n")
+        f"--replay 1): {ENOSPC}\n")
+
+
+def _no_model_runs(monkeypatch):
+    def run_one(*a, **k):
+        raise AssertionError("a model ran")
+    monkeypatch.setattr(soak_models, "run_one", run_one)
+
+
+@pytest.mark.parametrize("kind", ["a FIFO", "a directory"])
+def test_a_log_not_a_regular_file_is_refused_before_any_model_runs(tmp_path, monkeypatch,
+                                                                   capsys, kind):
+    """A FIFO with no reader took each record and lost it (until 2026-12-07, status 1 and
+    nothing logged); a directory was found only at the first failure."""
+    log = tmp_path / "l.jsonl"
+    os.mkfifo(log) if kind == "a FIFO" else log.mkdir()
+    _no_model_runs(monkeypatch)
+    with pytest.raises(SystemExit) as exc:
+        soak_models.main(["--count", "2", "--log", str(log)])
+    assert exc.value.code == 2
+    assert capsys.readouterr() == ("", f"soak_models.py: error: {log}: cannot log failures "
+                                   f"there: not a regular file ({kind})\n")
+
+
+def test_dev_null_as_the_log_is_not_refused(monkeypatch, capsys):
+    monkeypatch.setattr(soak_models, "run_one", lambda seed, two_node, work, classify=True: {
+        "result": "failed", "seed": seed, "two_node": False, "algo": None, "host_cc": False,
+        "traceback": "x"})
+    assert soak_models.main(["--count", "1", "--log", "/dev/null"]) == 1
+    assert "FAILED: seed 0 " in capsys.readouterr().err
 
 
 # The machine refusing a resource (a fork, memory) while lowering, and an OS error while
@@ -654,3 +687,85 @@ def test_a_temporary_folder_with_a_control_character_is_not_named(tmp_path, monk
     err = capsys.readouterr().err
     assert "refused a resource: <temporary>/out: trigger 0: " in err
     assert "t\\x01b" not in err and "nrtrewrite-soak-" not in err
+
+
+# (52r) The log is never cut back: a record another soak appended meanwhile stays.
+def test_a_failed_append_keeps_a_record_appended_meanwhile(tmp_path, monkeypatch):
+    """race.py: between this append's look at the log and its failing write (a full disk)
+    another soak appends its record; until 2026-12-07 the log was truncated back to its size
+    before, deleting that record."""
+    import errno
+
+    log = tmp_path / "f.jsonl"
+    log.write_bytes(b'{"seed": 0}\n')
+    write = os.write
+
+    def full(fd, data):
+        with open(log, "ab") as other:  # (another soak's record, whole)
+            other.write(b'{"seed": 2}\n')
+        raise OSError(errno.ENOSPC, ENOSPC)
+
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(OSError) as err:
+        soak_models.append_line(log, '{"seed": 1}')
+    monkeypatch.setattr(os, "write", write)
+    assert err.value.strerror == ENOSPC
+    assert log.read_bytes() == b'{"seed": 0}\n{"seed": 2}\n'
+
+
+def test_a_write_only_log_takes_a_record(tmp_path, monkeypatch):
+    """A log that can be written but not read (mode 0222; refused reading as root cannot
+    show, so the refusal is the OS's, raised for any open asking to read it): the record
+    appended, the look at its last byte skipped (until 2026-12-07 opened O_RDWR: EACCES)."""
+    import errno
+
+    log = tmp_path / "f.jsonl"
+    log.write_bytes(b'{"seed": 0}\n')
+    real_open = os.open
+
+    def write_only(path, flags, *args, **kwargs):
+        if str(path) == str(log) and flags & os.O_ACCMODE != os.O_WRONLY:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", write_only)
+    soak_models.append_line(log, '{"seed": 1}')
+    monkeypatch.setattr(os, "open", real_open)
+    assert log.read_bytes() == b'{"seed": 0}\n{"seed": 1}\n'
+
+
+# (52r) --replay: the memory guard's stop mid-run is a failure (status 1), as a MemoryError.
+def test_replay_calls_the_guards_stop_mid_run_a_failure(monkeypatch, capsys):
+    """rp2.py: until 2026-12-07 ``not the tool's``, status 2."""
+    import nrtrewrite.simulate.memguard as M
+    from nrtrewrite.errors import ResourceError
+
+    def check(self, file=None, trigger=None):
+        raise ResourceError("out of memory: simulate stopped before the system ran out of "
+                            "memory, with 0.1 GiB left available", file=file, trigger=trigger)
+
+    monkeypatch.setattr(M.MemoryGuard, "check", check)
+    assert soak_models.main(["--replay", "1"]) == 1
+    out, err = capsys.readouterr()
+    assert out.startswith("model 1: FAILED (lower with ") and out.count("\n") == 1
+    assert "out of memory: simulate stopped before" in err
+
+
+# (52r) --replay of a model that cannot be written: `not the tool's: model 1: ...`, as
+# docs/CLI.md says (until 2026-12-07 the line began with <temporary>/m.neff).
+def test_replay_of_a_model_that_cannot_be_written_names_the_model_first(monkeypatch, capsys):
+    import errno
+
+    write_bytes = Path.write_bytes
+
+    def full(self, data):
+        if self.name == "m.neff":
+            raise OSError(errno.ENOSPC, ENOSPC, str(self))
+        return write_bytes(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", full)
+    assert soak_models.main(["--replay", "1"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ("not the tool's: model 1: <temporary>/m.neff: cannot write the model: "
+                   f"{ENOSPC}\n")
+    assert err.startswith("Traceback (most recent call last):")
