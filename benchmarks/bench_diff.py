@@ -228,7 +228,9 @@ def _why(err: OSError, folder: Path | None = None, dest: Path | None = None) -> 
     ``<temporary>/...``.  A ``shutil.Error`` (a copy, or a move across file systems, of a
     folder: one error a file) is its first file's copy and why, and the count of the
     others (until 2026-12-07 its list of every file's ``(source, destination, why)``,
-    thousands of characters)."""
+    thousands of characters); a path of ``folder`` anywhere in the text (shutil's ``PATH
+    is a named pipe``, PATH in backquotes: the file then named once) is named so too (until
+    2026-12-07 only one that followed ``: '`` or ``: "``, dropped)."""
     def named(path) -> str:
         path = str(path)
         if folder is None or not path.startswith(str(folder) + os.sep):
@@ -238,6 +240,12 @@ def _why(err: OSError, folder: Path | None = None, dest: Path | None = None) -> 
             return str(dest / rest.partition(os.sep)[2]) if os.sep in rest else str(dest)
         return f"<temporary>/{rest}"
 
+    def within(text: str) -> str:  # (a path of ``folder`` anywhere in an error's text)
+        if folder is None:
+            return text
+        return re.sub(re.escape(str(folder) + os.sep) + r"[^\s'\"`]*",
+                      lambda m: named(m.group()), text)
+
     if isinstance(err, shutil.Error) and err.args and isinstance(err.args[0], list) \
             and err.args[0]:
         failed = err.args[0]
@@ -245,11 +253,14 @@ def _why(err: OSError, folder: Path | None = None, dest: Path | None = None) -> 
         # (the OSError's text without the files it names, ``: 'SRC' -> 'DST'``: the line
         # names the copy once, as it is in --out; until 2026-12-07 three times, once as
         # <temporary>/...)
-        why = re.split(r": ['\"]", str(why), maxsplit=1)[0]
+        why = within(re.split(r": ['\"]", str(why), maxsplit=1)[0])
         others = len(failed) - 1
         more = f" (and {others} other file{'s' * (others != 1)})" if others else ""
-        return f"{named(file)}: {why}{more}".replace("\n", " ")
-    return f"{err.strerror or err}" + (f" ({named(err.filename)})" if err.filename else "")
+        # (a text naming the file itself, shutil's "`PATH` is a named pipe": once)
+        where = "" if named(file) in why else f"{named(file)}: "
+        return f"{where}{why}{more}".replace("\n", " ")
+    return (within(f"{err.strerror or err}")
+            + (f" ({named(err.filename)})" if err.filename else ""))
 
 
 #: The child that rewrites B's NEFF (argv: the NEFF, the variant, the large members' names)

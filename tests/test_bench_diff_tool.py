@@ -271,6 +271,31 @@ def test_a_folder_that_cannot_be_moved_in_is_one_line(tmp_path, monkeypatch):
     assert not (out / "A").exists()
 
 
+def test_a_named_pipe_that_cannot_be_moved_in_is_named_in_out(tmp_path, monkeypatch):
+    """A FIFO in a folder moved across file systems: shutil's text, ```PATH` is a named
+    pipe``, names the file itself, not after ``: '``: it is named as it is in ``--out``,
+    once (until 2026-12-07 its path in the deleted temporary folder, after the --out one)."""
+    import errno
+
+    work, out = tmp_path / "work", tmp_path / "out"
+    made = work / "w1-A"
+    (made / "rank-0000").mkdir(parents=True)
+    os.mkfifo(made / "rank-0000" / "p.bin")
+    out.mkdir()
+
+    def other_fs(src, dst, *a, **k):
+        raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), src, dst)
+
+    monkeypatch.setattr(os, "rename", other_fs)
+    with pytest.raises(SystemExit) as exc:
+        bench_diff.move_in(made, out / "A", "A of w1")
+    pipe = out / "A" / "rank-0000" / "p.bin"
+    assert str(exc.value.code) == (
+        f"A of w1: cannot move it from the temporary folder to {out / 'A'}: "
+        f"`{pipe}` is a named pipe")
+    assert not (out / "A").exists()
+
+
 def test_a_full_temporary_folder_writing_the_model_is_one_line(tmp_path, monkeypatch):
     """``make_model``'s write (its ``.tmp`` in the run's temporary folder) on a full disk:
     one line naming the step, the file in the folder (``<temporary>/...``, gone by then),
