@@ -548,7 +548,7 @@ def _move_bds(out: Path, moves: dict[int, int]) -> dict[int, int]:
     p = out / "rank-0000" / "dma.bin"
     bds = np.fromfile(p, DMA)
     for i, k in moves.items():
-        bds["buf_ptr"][i] += np.uint64(k * CORE)
+        bds["buf_ptr"][i] = np.uint64(int(bds["buf_ptr"][i]) + k * CORE)  # (k < 0: back)
     bds.tofile(p)
     rehash(out)
     rank = _rank_of_core(out)
@@ -1133,3 +1133,23 @@ def test_a_w1_sub_op_error_names_its_code_and_trigger_and_counts_the_ranks(ar2_o
             "error", "W1 sub-op should be ADD, the trigger's op, not MAX")
     else:  # not a CCE reduce op at all: a record's error
         assert doc["error_trigger"] is None and verdict["status"] == "not run"
+
+
+def test_a_ring_leg_writing_only_its_own_core_is_named_after_a_wrong_read(ar4_out, tmp_path):
+    """Rank 0's send H0 (record 2): BDs 1 and 3, its destinations on rank 1, moved one core
+    back, write rank 0's own core, so the leg signals rank 1 but writes nothing there; BD 8
+    (recv_reduce_send, record 4, tile 0's source 0) moved three cores on reads rank 3. A
+    write of a leg's own core is no wrong BD (a leg may write its own core), so the pass in
+    dma.bin order names BD 8, and the leg writing nothing where it signals is checked last:
+    SIMULATOR §2 says that order (until 2026-12-07 it read as if BD 1 came first, review
+    52r)."""
+    out = copy(ar4_out, tmp_path)
+    assert _move_bds(out, {1: -1, 3: -1, 8: 3}) == {1: 0, 3: 0, 8: 3}
+    assert _error(out) == (f"{out / 'rank-0000'}: field buf_ptr, rank 0, artifact dma.bin, "
+                           "record 8: recv_reduce_send leg (legs.bin record 4) reads rank 3 "
+                           "(ring legs read their own core)")
+    alone = copy(ar4_out, tmp_path, "alone")  # (without BD 8's move: the leg is named)
+    assert _move_bds(alone, {1: -1, 3: -1}) == {1: 0, 3: 0}
+    assert _error(alone) == (f"{alone / 'rank-0000'}: field buf_ptr, rank 0, artifact "
+                             "dma.bin, record 1: send leg (legs.bin record 2) signals rank 1 "
+                             "but writes nothing there")

@@ -1656,10 +1656,11 @@ class RankDecoder:
                             f"{self.ch[bad]}, not {self.l_next[bad]}",
                             "sem.bin", int(self.l_next_bd[bad]), "addr")
         # (what is wrong is a BD's buf_ptr: the first ring-leg data BD in dma.bin order, across
-        # legs and within one, that reads another core or writes another rank than the one its
-        # leg signals, named with the rank it reads or writes; a BD's rank is its merged byte
-        # run's, so these are the BDs of the runs the two rules refuse, but runs go by leg and
-        # stream, not by dma.bin record)
+        # legs and within one, that reads another core or writes a rank neither its own nor the
+        # one its leg signals (a leg may write its own core), named with the rank it reads or
+        # writes; a leg that writes nothing where it signals is named after, last; a BD's
+        # rank is its merged byte run's, so these are the BDs of the runs the two rules
+        # refuse, but runs go by leg and stream, not by dma.bin record)
         elsewhere = ring[self.bd_leg] & (self.bd_rank != self.rank)
         bad_read = elsewhere & (self.bd_dir == 0)
         bad_write = elsewhere & (self.bd_dir == 1) & (self.bd_rank != self.l_next[self.bd_leg])
