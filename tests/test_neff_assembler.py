@@ -451,6 +451,112 @@ def test_a_json_member_nested_too_deeply_through_aliases_is_a_spec_error():
                               "too deeply (a chain of YAML aliases nesting lists or mappings)")
 
 
+def _alias_chain_spec(before: str = "") -> str:
+    """The spec text of the test above: 1,500 aliases under ``def_json.note``, each list
+    holding the one before; ``before``: a line of ``def_json`` written before ``note``."""
+    lines = ["header: {name: x}", "subgraphs:", "  - name: sg00", "    replica_groups: [[0, 1]]",
+             "    engines: {sp: [nop]}", "    def_json:"]
+    lines += [f"      {before}"] if before else []
+    lines += ["      note:", "        a0: &a0 [1]"]
+    lines += [f"        a{i}: &a{i} [*a{i - 1}]" for i in range(1, 1500)]
+    return "\n".join(lines) + "\n"
+
+
+def _no_python_encoder(monkeypatch) -> None:
+    """Make json.dumps's pure-Python encoder (the one an indent takes) fail if it is used."""
+    import json.encoder
+
+    def refused(*args, **kwargs):
+        raise AssertionError("json's pure-Python encoder was used")
+    monkeypatch.setattr(json.encoder, "_make_iterencode", refused)
+
+
+def test_a_json_member_nested_too_deeply_is_refused_without_the_python_encoder(monkeypatch):
+    """The chain of 1,500 aliases took 35 s to refuse: json.dumps with an indent writes in
+    pure Python, each token yielded up through every level it stands in, and wrote each of
+    the ~1,000 chains it could before the one too deep.  It is refused before that encoder
+    runs, with the same line."""
+    _no_python_encoder(monkeypatch)
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(parse_spec_text(_alias_chain_spec()))
+    assert str(exc.value) == ("<spec>: field subgraphs[0]: cannot be written as JSON: nested "
+                              "too deeply (a chain of YAML aliases nesting lists or mappings)")
+
+
+@pytest.mark.parametrize("before, nan, why", [
+    ("a: 0", True, "field subgraphs[0].def_json.a: .nan is not a finite number (NaN and "
+                   "infinities are refused)"),
+    ("a: 2001-12-14", False, "field subgraphs[0].def_json.a: a date (2001-12-14), which JSON "
+                             "cannot hold (YAML 1.1 reads this form as a date: quote it for a "
+                             "string)"),
+    ("a: &d [1, {b: *d}]", False, "field subgraphs[0].def_json.a[1].b: a list contains itself "
+                                  "(a recursive YAML alias), which JSON cannot hold"),
+])
+def test_a_fault_before_a_member_nested_too_deeply_is_named_first(
+        monkeypatch, before, nan, why):
+    """ASSEMBLE.md: of a JSON member's refusals the first in the spec's order is named.  A
+    NaN (from the API), a date or a list containing itself in ``def_json.a``, before the
+    chain of 1,500 aliases in ``def_json.note``, is named, not the depth; and without the
+    pure-Python encoder."""
+    spec = parse_spec_text(_alias_chain_spec(before))
+    if nan:
+        spec["subgraphs"][0]["def_json"]["a"] = float("nan")
+    _no_python_encoder(monkeypatch)
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(spec)
+    assert str(exc.value) == f"<spec>: {why}"
+
+
+def _nested(levels: int, inner=1) -> list:
+    """``inner`` in ``levels`` lists, each a list of its own."""
+    for _ in range(levels):
+        inner = [inner]
+    return inner
+
+
+def test_a_json_member_past_500_deep_is_named_before_a_later_nan(base_spec, monkeypatch):
+    """ASSEMBLE.md: a JSON member nests at most 500 lists or mappings (its own object one).
+    def.json's object, then ``note``: 600 lists (600 + 1 deep, which json.dumps wrote), then a
+    NaN (from the API) at ``z``: the depth is met first, and named."""
+    base_spec["subgraphs"][0]["def_json"] = {"note": _nested(600), "z": float("nan")}
+    _no_python_encoder(monkeypatch)
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(base_spec)
+    assert str(exc.value) == ("<spec>: field subgraphs[0]: cannot be written as JSON: nested "
+                              "too deeply (more than 500 lists or mappings deep)")
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_json_member_500_deep_is_written_and_read_back_501_refused(base_spec, shared):
+    """def.json's object (level 1) holding ``note``, 499 lists deep, is 500 deep: written, and
+    the NEFF reader (with validate: true) reads it back; 500 lists are one too many.  With
+    ``shared`` the depth comes through a list met before (as a chain of YAML aliases does):
+    ``a``, 250 lists, then ``note``, 249 or 250 lists around that same ``a``."""
+    def refusal(levels: int) -> str | None:
+        sg = copy.deepcopy(base_spec)["subgraphs"][0]
+        if shared:
+            a = _nested(250)
+            sg["def_json"] = {"a": a, "note": _nested(levels - 250, a)}
+        else:
+            sg["def_json"] = {"note": _nested(levels)}
+        spec = dict(base_spec, subgraphs=[sg])
+        try:
+            data = assemble_spec(spec)
+        except ValidationError as err:
+            return str(err)
+        note = json.loads(read_container(data).members["sg00/def.json"])["note"]
+        for _ in range(levels):
+            note, = note
+        assert note == 1
+        return None
+
+    assert refusal(499) is None
+    why = ("a chain of YAML aliases nesting lists or mappings" if shared else
+           "more than 500 lists or mappings deep")
+    assert refusal(500) == ("<spec>: field subgraphs[0]: cannot be written as JSON: nested too "
+                            f"deeply ({why})")
+
+
 # ---------------------------------------------------------------------------
 # mutation audit round 5: defaults, field widths and spec refusals of docs/ASSEMBLE.md
 

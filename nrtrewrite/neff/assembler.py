@@ -1327,26 +1327,134 @@ class _Circular(ValidationError):
     """A JSON member holds a list or mapping that contains itself (json.dumps refused it)."""
 
 
+#: The deepest a JSON member may nest lists and mappings (the member's own object is level 1).
+#: json's decoder, which the NEFF reader reads a member with (neff/reader.py: ``invalid JSON:
+#: nested too deeply``), recurses once a level and stops short of the interpreter's recursion
+#: limit (1,000) by the frames under it: it passes half of it from any stack it is called from
+#: (as jsonin's walk of a text too deep for it assumes), so a member no deeper is read back.
+#: A YAML spec's text nests less than that (its reader stops near 490 levels); a chain of
+#: aliases or a spec read as JSON (near 970) nests deeper.
+MAX_JSON_DEPTH = 500
+
+_TOO_DEEP_ALIASES = "nested too deeply (a chain of YAML aliases nesting lists or mappings)"
+
+
+def _json_writes(val: Any) -> bool:
+    """Whether json.dumps (``allow_nan=False``, no ``default``) writes ``val``, a value that is
+    not a list or mapping, or a mapping's key given as ``{key: None}``: the same check as
+    where it stands in a document, asked of json's C encoder for a kind not plainly JSON's."""
+    kind = type(val)
+    if kind is str or kind is int or kind is bool or val is None:
+        return True
+    if kind is float:
+        return math.isfinite(val)
+    try:
+        json.dumps(val, allow_nan=False)
+    except (TypeError, ValueError):  # (a date, a set, bytes; NaN; a key of such a kind)
+        return False
+    return True
+
+
+def _nests_past_limit(doc: Any) -> bool:
+    """Whether a list or mapping stands more than :data:`MAX_JSON_DEPTH` deep in ``doc`` (one
+    that contains itself: always).  Level by level, each distinct list or mapping once a
+    level, scalars passed over: a quick check (about a fifth of json.dumps's indented writing
+    of the same value) before :func:`_too_deep`."""
+    level: Any = [doc]
+    for _ in range(MAX_JSON_DEPTH):
+        below: dict[int, Any] = {}
+        for node in level:
+            if isinstance(node, (dict, list, tuple)):
+                for kid in (node.values() if isinstance(node, dict) else node):
+                    if isinstance(kid, (dict, list, tuple)):
+                        below[id(kid)] = kid
+        if not below:
+            return False
+        level = below.values()
+    return True
+
+
+def _too_deep(doc: Any) -> str | None:
+    """Why ``doc`` cannot be written when json.dumps, walking it in its order (a mapping's
+    key before its value), would meet a list or mapping more than :data:`MAX_JSON_DEPTH` deep
+    before anything else it refuses (a list or mapping that contains itself, a value or key
+    JSON cannot hold): nested too deeply through a list or mapping met before (as a chain of
+    YAML aliases nests), or more than MAX_JSON_DEPTH lists or mappings deep (a spec read as
+    JSON, a dict); else None.  Without recursion, each distinct list or mapping walked once,
+    then known by how many levels it nests (a chain of N aliases costs N, not its
+    expansion)."""
+    if not isinstance(doc, (dict, list, tuple)):
+        return None
+    levels: dict[int, int] = {}  # id -> levels of a list or mapping walked whole, itself one
+    walking = {id(doc)}  # the lists and mappings open on the walk's path
+    # the path: [list or mapping, its values or items left, levels found so far, mapping?]
+    path: list[list] = [[doc, iter(doc.items() if isinstance(doc, dict) else doc), 1,
+                         isinstance(doc, dict)]]
+    while path:
+        top = path[-1]
+        for kid in top[1]:
+            if top[3]:
+                key, kid = kid
+                if type(key) is not str and not _json_writes({key: None}):
+                    return None  # (json.dumps refuses the key first)
+            if not isinstance(kid, (dict, list, tuple)):
+                if not _json_writes(kid):
+                    return None  # (json.dumps refuses it first)
+                continue
+            known = levels.get(id(kid))
+            if known is not None:  # (walked whole before: no refusal in it but its depth)
+                if len(path) + known > MAX_JSON_DEPTH:
+                    return _TOO_DEEP_ALIASES
+                top[2] = max(top[2], known + 1)
+                continue
+            if id(kid) in walking:
+                return None  # (it contains itself: json.dumps refuses it here)
+            if len(path) == MAX_JSON_DEPTH:
+                return f"nested too deeply (more than {MAX_JSON_DEPTH} lists or mappings deep)"
+            walking.add(id(kid))
+            path.append([kid, iter(kid.items() if isinstance(kid, dict) else kid), 1,
+                         isinstance(kid, dict)])
+            break
+        else:  # walked whole
+            path.pop()
+            walking.discard(id(top[0]))
+            levels[id(top[0])] = top[2]
+            if path:
+                path[-1][2] = max(path[-1][2], top[2] + 1)
+    return None
+
+
 def _json_bytes(obj: Any) -> bytes:
     """Deterministic JSON member bytes (2-space indent, key order kept, trailing newline).
 
     Raises :class:`ValidationError` for what JSON cannot hold (non-string keys of the wrong
-    kind, NaN) or nests too deeply for the JSON writer (and reader: reader.py's ``nested too
-    deeply``), :class:`_NotJson` for a value JSON cannot hold (a date, a set, bytes, NaN),
-    :class:`_Circular` for a list or mapping that contains itself (a recursive YAML
-    alias: ``_Assembler.acyclic`` then finds its key path), :class:`_NotUnicode` for text that
-    is not UTF-8 (a lone surrogate).
+    kind, NaN) or nests more than :data:`MAX_JSON_DEPTH` deep (:func:`_too_deep`, for the
+    reader: reader.py's ``nested too deeply``), :class:`_NotJson` for a value JSON cannot
+    hold (a date, a set, bytes, NaN), :class:`_Circular` for a list or mapping that contains
+    itself (a recursive YAML alias: ``_Assembler.acyclic`` then finds its key path),
+    :class:`_NotUnicode` for text that is not UTF-8 (a lone surrogate).  The first of these in
+    json.dumps's order is raised (a lone surrogate last: it is found encoding the text).
+
+    json.dumps with an indent writes in pure Python, each token yielded up through every
+    level it is nested in (a chain of 1,500 aliases took 35 s to refuse: each chain it could
+    write was written first); it writes only a value at most MAX_JSON_DEPTH deep, whose
+    text's size bounds its cost.  Deeper, the walk names the depth, or json's C encoder (no
+    indent: the same order, the same errors) what it meets before.
     """
+    deep = _nests_past_limit(obj)
+    if deep and (why := _too_deep(obj)) is not None:
+        raise ValidationError(f"cannot be written as JSON: {why}")
     try:
+        if deep:  # (something json.dumps refuses comes first: C's words, at once)
+            json.dumps(obj, ensure_ascii=False, allow_nan=False)
         text = json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     except ValueError as err:
         if str(err) == "Circular reference detected":  # (json's words)
             raise _Circular("cannot be written as JSON: a list or mapping contains itself (a "
                             "recursive YAML alias)") from None
         raise _NotJson(f"cannot be written as JSON: {err}") from None  # (NaN: from the API)
-    except RecursionError:  # (a chain of YAML aliases: the spec's own text is not as deep)
-        raise ValidationError("cannot be written as JSON: nested too deeply (a chain of YAML "
-                              "aliases nesting lists or mappings)") from None
+    except RecursionError:  # (called from a deep stack: the walk lets MAX_JSON_DEPTH through)
+        raise ValidationError(f"cannot be written as JSON: {_TOO_DEEP_ALIASES}") from None
     except TypeError as err:  # (a date, a set, bytes; a date as a key)
         raise _NotJson(f"cannot be written as JSON: {err}") from None
     try:
