@@ -1964,3 +1964,89 @@ def test_explain_warns_of_an_idle_clause_with_triggers_left_out(tmp_path, shown)
     res = run("explain", path, *shown, *algo)
     assert res.exit_code == 0, res.output
     assert _warnings(res.output) == want
+
+
+# -- --host-cc: the selection lower --host-cc makes (review 52k's hostcc_ar2) -------------
+
+def _hostcc_ar2() -> dict:
+    """Review 52k's hostcc_ar2.json: an fp16 all-reduce (add) over ranks 0 and 1 (one trn2
+    device, LNC 1) of 32 partitions x 300 x 5 x 4 = 192000 elements (375 KiB), src rows of
+    300 elements, dst of step 2 (every element a run of its own)."""
+    def ap(var, step):
+        return {"var": var, "start": 0, "partitions": [0, 32],
+                "dims": [[step, 300], [300 * step, 5], [1500 * step, 4]]}
+    return {"header": {"name": "m", "lnc_size": 1},
+            "subgraphs": [{"name": "sg00",
+                           "vars": [{"name": v, "type": "state-buffer", "size": 24064,
+                                     "partitions": 128} for v in ("s", "d")],
+                           "replica_groups": [[0, 1]],
+                           "engines": {"sp": [{"all_reduce": {
+                               "dtype": "fp16", "op": "add", "src": ap("s", 1),
+                               "dst": ap("d", 2)}}]}}]}
+
+
+@pytest.fixture
+def hostcc_ar2(tmp_path, monkeypatch):
+    monkeypatch.delenv("NRTREWRITE_ALGO", raising=False)
+    assembler = pytest.importorskip("nrtrewrite.neff.assembler")
+    path = tmp_path / "hostcc_ar2.neff"
+    path.write_bytes(assembler.assemble_spec(_hostcc_ar2()))
+    return str(path)
+
+
+def test_explain_host_cc_shows_the_engine_the_bd_gate_takes_under_host_cc(hostcc_ar2):
+    """docs/CLI.md "explain" --host-cc, docs/SELECTION.md "The BD gate": under --host-cc
+    RING's last reduce step is one recv_reduce_copy_send leg writing its block to OUT; one
+    RING channel (384000 B < 256 KiB x 2), 2 blocks of 192000 / 2 = 96000 elements, each a
+    run of its own in a dst of step 2: 96000 S2M BDs > TPINC_MAX_BDS 65534, so the default
+    passes RING over and takes SINGLE_CYCLE_RING.  Without --host-cc it is RING, the
+    fallback.  (Until 2026-12-07 explain had no --host-cc: it showed RING where
+    lower --host-cc took SINGLE_CYCLE_RING.)"""
+    gate = ("policy gate: a recv_reduce_copy_send leg would need 96000 S2M BDs, more than "
+            "TPINC_MAX_BDS 65534 a leg")
+    for extra, want in ((("--host-cc",), "SINGLE_CYCLE_RING"), ((), "RING")):
+        (rec,) = run_json("explain", hostcc_ar2, *extra)["triggers"]
+        assert rec["lowered"]["algorithm"] == want, extra
+        assert rec["policy"]["algorithm"] == want, extra
+        (ring,) = [c for c in rec["candidates"] if c["algorithm"] == "RING"]
+        if extra:
+            assert ring["reason"].startswith(gate), ring["reason"]
+            assert not ring["chosen"] and not ring["in_window"]
+            assert f"RING not taken: {gate}" in rec["policy"]["reason"]
+        else:
+            assert ring["reason"] == "always legal (the fallback)" and ring["chosen"]
+        text = run("explain", hostcc_ar2, *extra)
+        assert text.exit_code == 0, text.output
+        assert f"lowered: {want} (metaring type {want})" in text.output
+        head = text.output.splitlines()[0]
+        assert head.endswith("; --host-cc") == bool(extra), head
+
+
+def test_explain_host_cc_json_engine_is_the_one_lower_host_cc_writes(hostcc_ar2, tmp_path):
+    """docs/CLI.md "lower": --topology, --algo and --host-cc are as for explain (the same
+    selection): the engine and channel count explain --json reports, with and without
+    --host-cc, are those lower's manifest records (triggers[].algorithm and its channels)."""
+    for extra in (("--host-cc",), ()):
+        out = tmp_path / f"out{len(extra)}"
+        res = run("lower", hostcc_ar2, "-o", str(out), "-q", "-j", "1", *extra)
+        assert res.exit_code == 0, res.output
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["options"]["host_cc"] is bool(extra)
+        (low,) = manifest["triggers"]
+        (rec,) = run_json("explain", hostcc_ar2, *extra)["triggers"]
+        assert rec["lowered"]["algorithm"] == low["algorithm"], extra
+        assert [r["channel"] for r in rec["channels"]["rings"]] == [
+            c["channel"] for c in low["channels"]], extra
+
+
+def test_model_less_explain_takes_host_cc():
+    """docs/CLI.md "explain": --host-cc in model-less mode too.  A bare request has no
+    access pattern, so the BD gate does not count it: the same selection as without
+    (an all-reduce of 1 MiB over 8 ranks), the head line saying --host-cc."""
+    args = ("explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks", "8")
+    with_cc = run_json(*args, "--host-cc")
+    assert with_cc == run_json(*args)
+    text = run(*args, "--host-cc")
+    assert text.exit_code == 0, text.output
+    assert text.output.splitlines()[0].endswith("; --host-cc")
+    assert "; --host-cc" not in run(*args).output

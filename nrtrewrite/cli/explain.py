@@ -161,12 +161,14 @@ def _alu_name(source) -> str | None:
 
 
 def explain_selection(sel: Selection, topo: Topology, *, rank: int | None = None,
-                      meta: dict | None = None, source=None, plan=None) -> dict:
+                      meta: dict | None = None, source=None, plan=None,
+                      host_cc: bool = False) -> dict:
     """The JSON-able record of one selection (docs/CLI.md "explain").  ``source`` is the
     model's trigger or the model-less request ``sel`` was selected for: the channels are those
     of the plan ``lower`` makes of it (compose/*: plan_ring, trigger_kangaring_plan,
     plan_hier, trigger_single_cycle_plan), ``plan`` when given (the engine's
-    ``Prepared.data``: that plan, made already), else made here."""
+    ``Prepared.data``: that plan, made already), else made here (as ``lower --host-cc``
+    makes it when ``host_cc``)."""
     shape = group_shape(topo, sel.group)
     rec: dict[str, Any] = {"trigger": sel.trigger, **(meta or {})}
     rec.update({
@@ -209,7 +211,7 @@ def explain_selection(sel: Selection, topo: Topology, *, rank: int | None = None
     kang_plans: list[tuple[str, Any]] = []  # (leg name, KangaringPlan) of what lower runs
     if sel.alg == EncAlgType.HIER:  # rings per leg group: `schedule` shows a rank's
         from nrtrewrite.compose.hier import plan_hier
-        hp = plan if plan is not None else plan_hier(_plan_context(topo), trig, sel)
+        hp = plan if plan is not None else plan_hier(_plan_context(topo, host_cc), trig, sel)
         legs = []
         for leg, lp in zip(sel.legs, hp.legs):
             ids = sorted({c for p in lp.plans.values() for c in p.channel_ids})
@@ -250,7 +252,8 @@ def explain_selection(sel: Selection, topo: Topology, *, rank: int | None = None
                                        f"{len(rings)} channel(s)")
         elif sel.alg == EncAlgType.KANGARING:
             from nrtrewrite.compose.kangaring import trigger_kangaring_plan
-            kp = plan if plan is not None else trigger_kangaring_plan(topo, trig, sel.n_channels)
+            kp = plan if plan is not None else trigger_kangaring_plan(
+                topo, trig, sel.n_channels, host_cc=host_cc)
             kang_plans.append(("flat", kp))
             rings = [(c, kp.channels[c].primaries, kp.channels[c].duplicate, None)
                      for c in kp.channel_ids]
@@ -387,11 +390,11 @@ def plan_trigger(sel: Selection, source=None):
                        uses_sbuf=req.sbuf)
 
 
-def _plan_context(topo: Topology):
+def _plan_context(topo: Topology, host_cc: bool = False):
     """The part of ``lower``'s plan the composers' plan functions read (the topology, the
-    options: host_cc changes steps, not channels)."""
+    options: ``host_cc``, ``lower``'s ``--host-cc``, which changes steps, not channels)."""
     from nrtrewrite.lower import LowerOptions
-    return SimpleNamespace(topology=topo, options=LowerOptions())
+    return SimpleNamespace(topology=topo, options=LowerOptions(host_cc=host_cc))
 
 
 def _single_cycle_rings(sel: Selection, topo: Topology, sp=None) -> list[tuple]:
@@ -438,15 +441,16 @@ def not_lowered(sel: Selection, why: str) -> Selection:
                    channel_reason="nothing lowered")
 
 
-def _engine_refusal(topo: Topology, trig, sel: Selection) -> tuple[str | None, Any]:
+def _engine_refusal(topo: Topology, trig, sel: Selection,
+                    host_cc: bool = False) -> tuple[str | None, Any]:
     """(why ``sel``'s engine refuses to prepare ``trig``, a model-less collective's
     :class:`PlanTrigger`, or None; the engine's plan, or None): what ``lower``'s
     ``prepare_trigger`` finds only in the plan, e.g. a mesh channel buffer past
     ENC_MESH_CHANNEL_BUF_MAX_SIZE, HIER legs past 32 channel ids, a kangaring channel past
-    its semaphore block."""
+    its semaphore block (``host_cc``: as ``lower --host-cc`` prepares it)."""
     from nrtrewrite.compose import algorithm as algorithms
     try:
-        prepared = algorithms.get(sel.alg).prepare(_plan_context(topo), trig, sel)
+        prepared = algorithms.get(sel.alg).prepare(_plan_context(topo, host_cc), trig, sel)
     except NrtRewriteError as err:
         return err.why, None
     return None, prepared.data
@@ -477,7 +481,8 @@ class ModelPlan:
     vars_refused: bool = False
 
 
-def _plan_model(m, topo: Topology, override, policy, shown: set[int]) -> ModelPlan:
+def _plan_model(m, topo: Topology, override, policy, shown: set[int],
+                host_cc: bool = False) -> ModelPlan:
     """``lower``'s plan of ``m`` without composing any rank: every trigger's selection, then
     per trigger the first of ``lower``'s checks that refuses it, in ``lower``'s order - its
     selection, its dtype and operands (lower.check_trigger), its engine's ``prepare``
@@ -498,7 +503,8 @@ def _plan_model(m, topo: Topology, override, policy, shown: set[int]) -> ModelPl
     engine's prepare the request and whether src and dst share bytes
     (apoverlap.operands_may_share); about 0.5 ms a request, then its engine's prepare.  The
     engines' plans are kept for the triggers in ``shown`` only (a HIER plan holds a plan per
-    group of every leg), of the others their sizes."""
+    group of every leg), of the others their sizes.  ``host_cc``: ``lower``'s ``--host-cc``,
+    under which the BD gate counts the legs (select's ``host_cc``) and the engines prepare."""
     from dataclasses import replace
 
     from nrtrewrite.apoverlap import operands_may_share
@@ -507,7 +513,7 @@ def _plan_model(m, topo: Topology, override, policy, shown: set[int]) -> ModelPl
     from nrtrewrite.errors import SelectionError
     from nrtrewrite.limits import check_plan, check_start_addr
     from nrtrewrite.lower import TriggerPlan, check_trigger, lay_out_memory, prepare_trigger
-    ctx = _plan_context(topo)
+    ctx = _plan_context(topo, host_cc)
     # (request with ordinal 0, operands share bytes) -> [selection or its error, TriggerPlan
     # with the sizes of its Prepared or its engine's error (None: not prepared), the
     # engine's plan when the request's first trigger is shown]
@@ -528,8 +534,8 @@ def _plan_model(m, topo: Topology, override, policy, shown: set[int]) -> ModelPl
         first = key not in done
         if first:
             try:
-                done[key] = [select(t, topo, override=override, policy=policy, strict=False),
-                             None, None]
+                done[key] = [select(t, topo, override=override, policy=policy, strict=False,
+                                    host_cc=host_cc), None, None]
             except NrtRewriteError as err:
                 done[key] = [err.at(**trigger_where(t)), None, None]
         seen = done[key]
@@ -869,6 +875,9 @@ class _OptionalModel(click.Argument):
 @click.option("--algo", cls=OneValue, twice=ALGO_TWICE, default=None, metavar="A",
               help="Algorithm override, NCCL-like: ring, ^mesh, allreduce:kangaring;allgather:ring,"
                    " inter_allr:ring (also NRTREWRITE_ALGO).")
+@click.option("--host-cc", is_flag=True,
+              help="Select as lower --host-cc does (its BD gate counts the host-CC final "
+                   "reduce step).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (layout: docs/CLI.md).")
 @click.option("--trigger", "only", type=Int(), multiple=True, metavar="K",
               help="Only this trigger ordinal (repeatable).")
@@ -897,8 +906,8 @@ class _OptionalModel(click.Argument):
 @click.option("--alu", cls=OneValue, type=click.Choice(["add", "max", "min"], case_sensitive=False),
               default=None, help="Model-less: the reduction's ALU op (default: add; KANGARING "
                                  "reduces with ADD only).")
-def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_hash, op,
-                nbytes, dtype, nranks, group_text, nodes, lnc, sbuf, alu):
+def explain_cmd(model, rank, topology, algo, host_cc, as_json, only, show_all, no_verify_hash,
+                op, nbytes, dtype, nranks, group_text, nodes, lnc, sbuf, alu):
     """The command (its help: :data:`EXPLAIN_HELP`)."""
     try:
         override = parse_algo_override(algo)
@@ -932,8 +941,8 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             from nrtrewrite.limits import check_plan
             from nrtrewrite.lower import LowerOptions, plan_lowering
             try:
-                check_plan(plan_lowering(m, LowerOptions(topology=topology, algo=algo),
-                                         only=set(only)))
+                check_plan(plan_lowering(m, LowerOptions(topology=topology, algo=algo,
+                                                         host_cc=host_cc), only=set(only)))
             except NrtRewriteError as err:
                 raise err.at(file=model) from None
             raise ValidationError(f"no trigger {missing[0]} (the model has {n}"
@@ -948,7 +957,8 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
         from nrtrewrite.lower import gc_paused
         with gc_paused():  # as lower plans (hundreds of thousands of long-lived objects)
             mp = _plan_model(m, topo, override, policy, {
-                t.ordinal for t, _meta in items if rank is None or rank in t.replica_group})
+                t.ordinal for t, _meta in items if rank is None or rank in t.replica_group},
+                host_cc)
         # explain refuses where lower does, with lower's line: a trigger shown whose selection
         # fails (lower selects every trigger first and refuses at the first that fails, shown
         # or not: mp.refusals is in lower's order), the vars past the core window (lower
@@ -1054,10 +1064,10 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             continue
         if isinstance(item, Request):  # model-less: its engine prepares here
             sel = not_lowerable(select(item, topo, override=override, policy=policy,
-                                       strict=False))
+                                       strict=False, host_cc=host_cc))
             plan = None
             if sel.alg != EncAlgType.INVALID:
-                why, plan = _engine_refusal(topo, plan_trigger(sel, item), sel)
+                why, plan = _engine_refusal(topo, plan_trigger(sel, item), sel, host_cc)
                 if why is not None:
                     sel = not_lowered(sel, why)
         else:
@@ -1072,7 +1082,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
         sels.append(sel)
         try:
             records.append(explain_selection(sel, topo, rank=rank, meta=meta, source=item,
-                                             plan=plan))
+                                             plan=plan, host_cc=host_cc))
         except NrtRewriteError as err:
             if isinstance(item, Request):  # model-less: no place to name
                 raise
@@ -1098,6 +1108,8 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
            f"{topo.ranks_per_node} ranks per node, NeuronCore-v{topo.platform.hw_generation})"
     if override:
         head += f"; override {override.source}={override.text!r}"
+    if host_cc:  # (lower's manifest records it as options.host_cc)
+        head += "; --host-cc"
     console.print(plain_line(head), highlight=False)  # (the name escaped, the override repr'd)
     if refusal is not None:
         console.print(styled("[red]lower refuses the whole model:[/] ", plain_line(str(refusal))),
