@@ -422,7 +422,6 @@ def test_a_model_with_trailing_zero_bytes_is_its_outputs_input(tmp_path):
     assert res.exit_code == 0, res.output
 
 
-
 def test_an_older_outputs_payload_size_still_names_its_model(tmp_path):
     """An nrtrewrite before 2026-12-01 recorded ``input.bytes`` as the payload's end (the
     header's header_size + data_size: ar2.neff's own length here, it has no trailing bytes)
@@ -455,8 +454,9 @@ def test_an_older_outputs_payload_size_still_names_its_model(tmp_path):
         f"nrtrewrite: error: {model}: field input.bytes: the model's size should be "
         f"{len(data) - 1} bytes, the size the input {out}/manifest.json records "), res.output
     assert lines[0].endswith(
-        f"), not {len(data)} (refused from its size, before any byte is hashed): either the model is not the one "
-        f"{out} was lowered from or {out}/manifest.json was edited"), res.output
+        f"), not {len(data)} (refused from its size, before any byte is hashed): either the "
+        f"model is not the one {out} was lowered from or {out}/manifest.json was edited"
+    ), res.output
     top["input"]["bytes"] = None
     man.write_text(json.dumps(top, indent=2))
     res = cli("simulate", out, "--model", model)
@@ -479,6 +479,7 @@ def test_an_older_outputs_payload_size_still_names_its_model(tmp_path):
         f"{len((FIX / 'ar2.neff').read_bytes())}, past the payload's end its header puts at "
         ), res.output
     assert "should be zero (only zero bytes may follow the payload), not 0x01 " in res.output
+
 
 def _bad_hash_model(tmp_path: Path) -> Path:
     """ar2.neff with the first byte of its header hash flipped."""
