@@ -909,7 +909,8 @@ def test_model_is_hashed_in_blocks_before_the_checksum_pass(ar2, tmp_path):
         f"nrtrewrite: error: {model}: field input.sha256: sha256 {sha[:16]}... ({32 << 20} "
         f"bytes) is not the input {ar2}/manifest.json records "
         f"({hashlib.sha256(lowered).hexdigest()[:16]}..., {32 << 20} bytes, "
-        '"ar2.neff"): --model must name the model this output was lowered from\n')
+        f'"ar2.neff"): either the model is not the one {ar2} was lowered from or '
+        f"{ar2}/manifest.json was edited\n")
     assert peak < 8 << 20, peak
 
 
@@ -1196,3 +1197,59 @@ def test_a_file_whose_size_the_file_system_says_is_0_is_judged_from_its_bytes(ar
         line
     count = int(line.split("... (", 1)[1].split(" bytes)", 1)[0])
     assert count > 0 and "not 0" not in line and "refused from its size" not in line, line
+
+
+def test_an_edited_input_sha256_beside_the_genuine_model_blames_neither(ar2, tmp_path):
+    """docs/SIMULATOR.md §1: the genuine model beside an ``input.sha256`` edited in
+    OUT/manifest.json is refused naming ``input.sha256`` in words that blame neither, as the
+    size line's (review 52t: ``: --model must name the model this output was lowered
+    from``, the model blamed for the manifest's edit), with and without --ignore-checksums."""
+    data = (FIX / "ar2.neff").read_bytes()
+    out = tmp_path / "o"
+    _copy_with(ar2, out, [(None, ["input", "sha256"], "0" * 64)])
+    want = (f"{FIX / 'ar2.neff'}: field input.sha256: sha256 "
+            f"{hashlib.sha256(data).hexdigest()[:16]}... ({len(data)} bytes) is not the input "
+            f'{out}/manifest.json records ({"0" * 16}..., {len(data)} bytes, "ar2.neff"): '
+            f"either the model is not the one {out} was lowered from or {out}/manifest.json "
+            "was edited")
+    for flags in ((), ("--ignore-checksums",)):
+        assert _one_line_status_2(out, "--model", FIX / "ar2.neff", *flags) == want, flags
+
+
+def test_a_model_whose_size_reads_0_is_read_no_further_than_input_bytes(
+        ar2, monkeypatch):
+    """docs/SIMULATOR.md §1: a model whose opened file's size is 0 (a /proc file, read as it
+    has bytes) is read until more than ``input.bytes`` were read, then refused naming
+    ``input.bytes``, before those bytes are hashed (review 52t: /proc/self/pagemap was read
+    and hashed up to the reader's 5 GiB limit, 29 s)."""
+    import os
+
+    import nrtrewrite.neff.container as container
+
+    model = Path("/proc/self/pagemap")
+    if not model.exists() or not os.access(model, os.R_OK) or model.stat().st_size:
+        pytest.skip("no /proc/self/pagemap of size 0 to read")
+    n = len((FIX / "ar2.neff").read_bytes())
+    real, read = container.read_file_blocks, [0]
+
+    def counted(*args, **kw):
+        for block in real(*args, **kw):
+            read[0] += len(block)
+            yield block
+
+    monkeypatch.setattr(container, "read_file_blocks", counted)
+    want = (f"{model}: field input.bytes: the model's size should be {n} bytes, the size the "
+            f"input {ar2}/manifest.json records ("
+            f"{hashlib.sha256((FIX / 'ar2.neff').read_bytes()).hexdigest()[:16]}..., "
+            f'"ar2.neff"), not more than {n} (its size as the opened file reports it is 0: '
+            "refused once more bytes than that were read, before the rest is hashed): either "
+            f"the model is not the one {ar2} was lowered from or {ar2}/manifest.json was "
+            "edited")
+    for flags in ((), ("--ignore-checksums",)):
+        read[0] = 0
+        hashed = _count_hashed(monkeypatch, "sha256")
+        res = cli("simulate", ar2, "--model", model, *flags)
+        assert res.exit_code == 2 and res.stderr == f"nrtrewrite: error: {want}\n", flags
+        # one block (the reader's, 1 MiB) past input.bytes at most, none of it hashed
+        assert 0 < read[0] <= n + (1 << 20), read
+        assert hashed[0] < 1 << 20, hashed  # (the manifests' own bytes at most: no model)

@@ -310,8 +310,9 @@ def check_input_model(out: str | Path, model: str | Path,
     done), and refused as :func:`~nrtrewrite.neff.container.read_file_bytes` refuses it; one
     whose size (``os.fstat`` of the opened file) is not ``input.bytes``, nor a size a
     lowering of it recorded, is refused from that size before any byte is hashed (a size of
-    0, a /proc file's, is judged from the bytes read), and one of the size an older lowering
-    recorded (its payload's end) at the first byte past that end that is not zero.
+    0, a /proc file's, is judged from the bytes read: refused once more than ``input.bytes``
+    were read), and one of the size an older lowering recorded (its payload's end) at the
+    first byte past that end that is not zero.
     With ``verify_hash`` the header's hash field is held to the payload's digest in the same
     pass, refused as the reader refuses it (the one refusal the reader can still give a
     model with the sha256 it was lowered from, when that was with ``--no-verify-hash``), so
@@ -335,7 +336,6 @@ def check_input_model(out: str | Path, model: str | Path,
     want_sha, want_bytes = doc["sha256"].str(), doc["bytes"].int(0)
     name = top["input"].get("name")  # (informative, of any type: shown as JSON writes it)
     records = f"the input {escape_path(out)}/manifest.json records"
-    must = "--model must name the model this output was lowered from"
     # (a size or trailing byte that is not the input's: the model or the manifest may be
     # the one at fault, an edited input.bytes beside the genuine model as well)
     either = (f"either the model is not the one {escape_path(out)} was lowered from or "
@@ -362,6 +362,14 @@ def check_input_model(out: str | Path, model: str | Path,
                            f"its size, before any byte is hashed): {either}", file=str(model),
                            field="input.bytes")
 
+    def unsized_refusal() -> OutputError:
+        # (review 52t: a /proc file, whose size fstat says is 0, was read and hashed up to
+        # the reader's 5 GiB limit, 29 s for /proc/self/pagemap)
+        return OutputError(f"the model's size should be {recorded}, not more than "
+                           f"{want_bytes} (its size as the opened file reports it is 0: "
+                           "refused once more bytes than that were read, before the rest is "
+                           f"hashed): {either}", file=str(model), field="input.bytes")
+
     disk: list[int] = []  # the opened file's size, before any byte is read
     h, size, head, used = hashlib.sha256(), 0, b"", 0
     payload, end = None, 0  # the header's digest of the payload [HEADER_SIZE, end), if asked
@@ -370,6 +378,10 @@ def check_input_model(out: str | Path, model: str | Path,
         # from the bytes read below; an empty file has no block)
         if not size and disk[0] and not recorded_size(disk[0], block[:HEADER_SIZE]):
             raise size_refusal(disk[0])
+        if not disk[0] and size + len(block) > want_bytes:
+            # a size of 0 (a /proc file's) reads no more than input.bytes and a block: the
+            # older payload's end (zero bytes after it) is taken only from a file's size
+            raise unsized_refusal()
         if len(head) < HEADER_SIZE:
             head += block[:HEADER_SIZE - len(head)]
             if verify_hash and len(head) == HEADER_SIZE:
@@ -417,10 +429,12 @@ def check_input_model(out: str | Path, model: str | Path,
                           f"{want_bytes} (not a size a lowering of it records: lower the model "
                           "again)", file=str(Path(out) / "manifest.json"), field="input.bytes")
     if sha != want_sha or size != want_bytes:
-        # (the name as JSON writes it; until 2026-12-06 Python's: 'ar2.neff')
+        # (the name as JSON writes it; until 2026-12-06 Python's: 'ar2.neff'; until review
+        # 52t the line blamed the model, ``: --model must name the model this output was
+        # lowered from``, also for an edited input.sha256)
         raise OutputError(f"sha256 {sha[:16]}... ({size} bytes) is not {records} "
-                          f"({want_sha[:16]}..., {want_bytes} bytes, {json_text(name)}): {must}",
-                          file=str(model), field="input.sha256")
+                          f"({want_sha[:16]}..., {want_bytes} bytes, {json_text(name)}): "
+                          f"{either}", file=str(model), field="input.sha256")
     return sha, digest
 
 
