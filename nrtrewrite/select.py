@@ -486,6 +486,33 @@ def engine_bd_refusal(trigger: Union[Trigger, Request], req: Request, alg: EncAl
             "forced too)")
 
 
+def forced_fits(trigger: Trigger, req: Request, alg: EncAlgType, topo: Topology,
+                policy: Policy, host_cc: bool = False) -> bool:
+    """Whether ``--algo <alg>`` (its own override, ``alg`` forced for every op) lowers
+    ``trigger`` as far as the BD gate counts: the forced selection is legal and lowerable, its
+    legs compose, and none needs more than ``TPINC_MAX_BDS`` M2S or S2M BDs (the gate's count,
+    the emitter's).  The engines the default selection's refusal says ``--algo`` may force
+    (SELECTION.md "The BD gate").  Cached as :func:`engine_bd_refusal` is, under the forced
+    override."""
+    forced = parse_algo_override(alg.name.lower())
+    key = ("bd_forced", alg, policy, host_cc, trigger.op, trigger.dtype, trigger.alu_op,
+           trigger.replica_group, trigger.num_elements, req.src_run, req.dst_run)
+
+    def make() -> bool:
+        from nrtrewrite.bdgate import worst_leg  # (composers: loaded for SBUF triggers only)
+        try:
+            sel = select(trigger, topo, override=forced, policy=policy, host_cc=host_cc)
+            if sel.alg != alg:
+                return False
+            if alg == EncAlgType.MESH:  # (counted from the access pattern, as the gate's)
+                return mesh_bd_refusal(req, topo) is None
+            return worst_leg(trigger, sel, topo, TPINC_MAX_BDS, host_cc=host_cc,
+                             over_only=True)[1] <= TPINC_MAX_BDS
+        except NrtRewriteError:
+            return False
+    return topo.cached(key, make)
+
+
 def _lower_refuses(trigger: Trigger) -> bool:
     """Whether ``lower``'s own checks of ``trigger`` (:func:`nrtrewrite.lower.check_trigger`:
     its dtype, then its operands) refuse it, whatever engine is taken: the BD gate leaves
@@ -1566,9 +1593,16 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
         if picked is None and gated():
             # (the engines --algo may force that lower lowers: legal, not passed over, and
             # fitting the gate's count, which a forced engine's legs are, SELECTION.md §3)
-            forcible = [a for a in CANDIDATE_ORDER if cands[a].legal and a not in gated()
-                        and policy.is_lowerable(a, req.op) and engine_bd_refusal(
-                            trigger, req, a, topo, policy, override, host_cc) is None]
+            # each selected as `--algo <engine>` selects it, under no override of the user's,
+            # and left out when that selection or its composition raises (until 2026-12-07
+            # counted under the user's override, an engine whose selection raised counting
+            # as fitting: '^hier,ring' named HIER, which `--algo hier` refused, review 52v)
+            # (an engine the gate passed over is over forced too, but HIER, whose legs the
+            # user's override may steer)
+            forcible = [a for a in CANDIDATE_ORDER if cands[a].legal
+                        and (a not in gated() or a == EncAlgType.HIER)
+                        and policy.is_lowerable(a, req.op)
+                        and forced_fits(trigger, req, a, topo, policy, host_cc)]
             msg = _no_engine_fits(req, cands, gated(), override if clause else None,
                                   forcible)
             if strict or clause is not None:

@@ -1502,3 +1502,63 @@ def test_the_bd_gate_answers_by_the_policy_value_not_its_id():
             got.append((k, "refused"))
         del policy  # (its id free for the next)
     assert got == [(4, "RING"), (1, "refused")] * 4
+
+
+def _ar4_rows(src_step: int, dst_step: int) -> dict:
+    """Review 52v's mk2.py models: an fp16 all-reduce (add) over ranks 0, 1, 128 and 129 (two
+    trn2 nodes, LNC 1) of 128 partitions x 300 x 5 x 4 = 768000 elements, src dims
+    [[s, 300], [300 s, 5], [1500 s, 4]] and dst the same with its own step."""
+    def ap(var, step):
+        return {"var": var, "start": 0, "partitions": [0, 128],
+                "dims": [[step, 300], [300 * step, 5], [1500 * step, 4]]}
+    size = 6000 * 2 * 2 + 64
+    return {"header": {"name": "m", "lnc_size": 1},
+            "subgraphs": [{"name": "sg00",
+                           "vars": [{"name": "s", "type": "state-buffer", "size": size,
+                                     "partitions": 128},
+                                    {"name": "d", "type": "state-buffer", "size": size,
+                                     "partitions": 128}],
+                           "replica_groups": [[0, 1, 128, 129]],
+                           "engines": {"sp": [{"all_reduce": {
+                               "dtype": "fp16", "op": "add", "src": ap("s", src_step),
+                               "dst": ap("d", dst_step)}}]}}]}
+
+
+@pytest.mark.parametrize("steps,extra", [((2, 1), []), ((1, 2), ["--host-cc"])])
+def test_the_engines_the_bd_gate_refusal_says_algo_may_force_are_those_that_lower(
+        tmp_path, monkeypatch, steps, extra):
+    """review 52v: the refusal's "--algo may force X, whose legs fit" list is the engines
+    that `lower --algo <X>` lowers (each selected as that override selects it, with the same
+    --host-cc), not the engines counted under the user's own override.  The 4-rank, 2-node
+    all-reduce of src (or, under --host-cc, dst) rows of 1 element under --algo '^hier,ring'
+    has every engine the override leaves over the limit; its list once named HIER (counted
+    under '^hier,ring', or its selection raising, counted as fitting) though `--algo hier`
+    is refused (131072 M2S BDs; under --host-cc an S2M count over the limit).  Here the
+    list, parsed from the line, equals the engines whose forced lower passes (every rank)."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    from nrtrewrite.select import CANDIDATE_ORDER
+
+    monkeypatch.delenv("NRTREWRITE_ALGO", raising=False)
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(_ar4_rows(*steps)))
+    res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o",
+                                    str(tmp_path / "out"), "--algo", "^hier,ring", *extra])
+    assert res.exit_code == 2, res.output
+    line = res.stderr.strip()
+    assert "no engine the default selection may take under --algo '^hier,ring'" in line, line
+    m = re.search(r"; (?:--algo may force (.*), whose legs fit|no engine fits forced "
+                  r"either)\)$", line)
+    assert m, line
+    named = set(m.group(1).split(" or ")) if m.group(1) else set()
+    lowers = set()
+    for alg in CANDIDATE_ORDER:
+        res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o",
+                                        str(tmp_path / alg.name), "--algo", alg.name.lower(),
+                                        *extra])
+        assert res.exit_code in (0, 2), (alg, res.output)
+        if res.exit_code == 0:
+            lowers.add(alg.name)
+    assert "HIER" not in lowers
+    assert named == lowers, (line, lowers)
