@@ -1562,3 +1562,32 @@ def test_the_engines_the_bd_gate_refusal_says_algo_may_force_are_those_that_lowe
             lowers.add(alg.name)
     assert "HIER" not in lowers
     assert named == lowers, (line, lowers)
+
+
+def test_the_bd_gate_bound_counts_two_runs_a_tile_past_the_floor():
+    """The gate skips a leg whose bound is within the limit (bdgate._may_pass: a stream
+    meets at most ``(L - 1) // r + 2`` runs of ``r`` in a tile of ``L`` elements, so a leg at
+    most ``min(length, length // r + 2 tiles)``).  By hand: a 5-element leg at elements
+    2..6 (one tile: 10 fp16 bytes, under a 32-byte packet) reading a view of runs of 3 from
+    element 0 meets the runs [0, 3), [3, 6) and [6, 9): 3 M2S BDs; its one linear
+    destination 1 S2M.  The bound is min(5, 5 // 3 + 2) = 3, over a limit of 2, so the leg
+    is counted (3 M2S, over the limit); a bound of ``length // r + tiles`` (= 2) would skip
+    a leg that exceeds."""
+    from nrtrewrite.bdgate import _entry_bds, _may_pass
+    from nrtrewrite.compose import ir as IR
+
+    def view(run):
+        return SimpleNamespace(dsize=2, origin=0, run_length=lambda: run)
+    rows = IR.empty(1)
+    rows["start"], rows["stop"] = 2, 7
+    rows["n_src"], rows["n_dst"] = 1, 1
+    rows["src_view"][0, 0], rows["dst_view"][0, 0], rows["dst_peer"][0, 0] = 0, 1, 0
+    spec = SimpleNamespace(ir=rows, views=[view(3), view(None)], peers=[0], gw_view=1)
+    one = np.array([1], np.int64)
+    assert _may_pass(np.array([5]), one, one, one, np.array([3, 0]), 2).tolist() == [True]
+    assert _may_pass(np.array([5]), one, one, one, np.array([3, 0]), 3).tolist() == [False]
+    for limit in (None, 2):
+        leaf, m2s, s2m = _entry_bds(spec, 0, None, 2, limit)
+        assert (m2s.tolist(), s2m.tolist()) == ([3], [1]), limit
+    # within the bound (limit 3) the leg is not counted: it cannot pass 3
+    assert [a.size for a in _entry_bds(spec, 0, None, 2, 3)] == [0, 0, 0]
