@@ -1048,6 +1048,12 @@ def test_an_engine_refused_for_tpinc_max_bds_says_forced_only_when_the_override_
     override's clause for the op names that engine alone.  The model: rs_short above, whose
     RING send leg needs 96000 M2S BDs.  (Those that force nothing now refuse it at selection,
     the BD gate of every engine: the next test.)"""
+    _assert_rs_short_refused_at_emit(tmp_path, monkeypatch, algo, how)
+
+
+def _assert_rs_short_refused_at_emit(tmp_path, monkeypatch, algo, how) -> None:
+    """``lower`` of rs_short under ``algo`` is refused for its RING send leg's 96000 M2S
+    BDs, the line ending with ``how`` and the rows that make them; no output."""
     from click.testing import CliRunner
 
     from nrtrewrite.cli import main
@@ -1060,7 +1066,7 @@ def test_an_engine_refused_for_tpinc_max_bds_says_forced_only_when_the_override_
         args += ["--algo", algo]
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 2, res.output
-    line = [x for x in res.output.splitlines() if "error" in x][-1]
+    line = res.stderr.strip()
     assert "a send leg on channel 0 needs 96000 M2S" in line, line
     assert line.endswith(f"; {how} (an SBUF access pattern's runs, a BD each: the src's rows "
                          "of 1 element and the dst's rows of 300 elements)"), line
@@ -1082,25 +1088,10 @@ def test_an_engine_the_bd_gate_did_not_count_is_refused_saying_the_default_took_
     emit time, saying the default selection took it (within the override, which forced
     nothing), with the rows.  The model: rs_short, whose RING send leg needs 96000 M2S
     BDs (2 channels of 2 blocks of 96000 elements, a run each)."""
-    from click.testing import CliRunner
-
     from nrtrewrite import select as select_module
-    from nrtrewrite.cli import main
 
     monkeypatch.setattr(select_module, "engine_bd_refusal", lambda *a, **k: None)
-    neff = tmp_path / "m.neff"
-    neff.write_bytes(assemble_spec(_rs_short()))
-    monkeypatch.delenv("NRTREWRITE_ALGO", raising=False)
-    args = ["lower", "-q", "-j", "1", str(neff), "-o", str(tmp_path / "out")]
-    if algo is not None:
-        args += ["--algo", algo]
-    res = CliRunner().invoke(main, args)
-    assert res.exit_code == 2, res.output
-    line = res.stderr.strip()
-    assert "a send leg on channel 0 needs 96000 M2S" in line, line
-    assert line.endswith(f"; {how} (an SBUF access pattern's runs, a BD each: the src's rows "
-                         "of 1 element and the dst's rows of 300 elements)"), line
-    assert not (tmp_path / "out").exists()
+    _assert_rs_short_refused_at_emit(tmp_path, monkeypatch, algo, how)
 
 
 def _rs_rows(n: int, src_step: int, dst_step: int) -> dict:

@@ -303,6 +303,13 @@ def test_an_os_error_of_the_tool_raised_while_simulating_is_a_failure(
     process every model runs in), a bad argument, no permission on a file lower wrote, a
     bad descriptor: logged, status 1 (until 2026-12-07 every errno but ENOENT, ENOTDIR and
     EISDIR was the machine's, status 2, nothing logged)."""
+    number, logged = _simulate_raising_is_logged(tmp_path, monkeypatch, code)
+    assert f"Error: [Errno {number}] {os.strerror(number)}\n" in logged
+
+
+def _simulate_raising_is_logged(tmp_path, monkeypatch, code: str) -> tuple[int, str]:
+    """A two-model soak whose simulate raises ``OSError(errno.<code>)`` fails (status 1):
+    the errno's number and the failure logged."""
     import errno
 
     import nrtrewrite.simulate as S
@@ -315,7 +322,7 @@ def test_an_os_error_of_the_tool_raised_while_simulating_is_a_failure(
     monkeypatch.setattr(S, "simulate_output", broken)
     log = tmp_path / "f.jsonl"
     assert soak_models.main(["--count", "2", "--log", str(log)]) == 1
-    assert f"Error: [Errno {number}] {os.strerror(number)}\n" in _logged_failure(log)
+    return number, _logged_failure(log)
 
 
 def test_a_bad_read_while_simulating_is_a_failure(tmp_path, monkeypatch):
@@ -575,19 +582,8 @@ def test_a_failure_judging_the_guards_refusal_is_a_logged_failure(tmp_path, monk
 # writing where it should not, logged (r1simspc.py; until 2026-12-07 the machine's).
 @pytest.mark.parametrize("code", ["ENOSPC", "EDQUOT"])
 def test_a_full_disk_while_simulating_is_a_failure(tmp_path, monkeypatch, capsys, code):
-    import errno
-
-    import nrtrewrite.simulate as S
-
-    number = getattr(errno, code)
-
-    def broken(*a, **k):
-        raise OSError(number, os.strerror(number))
-
-    monkeypatch.setattr(S, "simulate_output", broken)
-    log = tmp_path / "f.jsonl"
-    assert soak_models.main(["--count", "2", "--log", str(log)]) == 1
-    assert f"OSError: [Errno {number}] {os.strerror(number)}" in _logged_failure(log)
+    number, logged = _simulate_raising_is_logged(tmp_path, monkeypatch, code)
+    assert f"OSError: [Errno {number}] {os.strerror(number)}" in logged
 
 
 # (3) --replay shows an OS error writing the output whole, not labelled the tool's.
