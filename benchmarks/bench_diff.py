@@ -27,8 +27,9 @@ model's ``.tmp`` and ``lower``'s temporary sibling of A there too) and moved int
 whole, so ``--out`` holds only results; the folder is removed when the run ends, on
 success, failure or stop.  A step that fails (writing the model, lowering A, moving the
 model or A, reading A's ``manifest.json`` for its rewritten NEFF's name, copying A,
-rewriting the NEFF, moving B) stops the run with one line naming it and why, status 1: a
-child's last line of stderr (``lower``'s, the rewrite's), a folder's copy or move that fails
+rewriting the NEFF, moving B, measuring ``diff``) stops the run with one line naming it
+and why, status 1: a child's last line of stderr (``lower``'s, the rewrite's, ``diff``'s
+but its ``BENCH`` line), a folder's copy or move that fails
 for many files its first file and why and the count of the others; a file of the
 temporary folder, gone by the time the line is read, named as it would be in ``--out``
 (``A of w1: lower failed: nrtrewrite lower: error: OUT/w1/A: ...``) or as
@@ -308,8 +309,10 @@ def measure(a: Path, b: Path, tree: Path = ROOT) -> tuple[float, float, str]:
     """Wall seconds, peak RSS (MB) and the last line (the count) of ``diff A B``."""
     res = _run(["-c", _WORKER, str(a), str(b)], tree)
     bench = [line for line in res.stderr.splitlines() if line.startswith("BENCH ")]
-    if res.returncode not in (0, 1) or not bench:
-        raise SystemExit(f"diff {a} {b}: exit {res.returncode}: {res.stderr}")
+    if res.returncode not in (0, 1) or not bench:  # (one line: its last, as lower's above)
+        last = next((line for line in reversed(res.stderr.strip().splitlines())
+                     if line.strip() and not line.startswith("BENCH ")), "no message")
+        raise SystemExit(f"diff {a} {b}: exit {res.returncode}: {last}")
     _, dt, rss = bench[-1].split()
     return float(dt), float(rss), res.stdout.splitlines()[-1]
 

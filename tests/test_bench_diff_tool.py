@@ -350,3 +350,20 @@ def test_a_failing_lower_is_its_last_line_naming_a_as_in_out(tmp_path, monkeypat
     assert str(exc.value.code) == (
         f"A of w1: lower failed: nrtrewrite lower: error: {out / 'w1' / 'A'}: cannot write "
         "the output: No space left on device")
+
+
+def test_a_failing_diff_is_one_line_its_last(tmp_path, monkeypatch):
+    """``diff A B`` measured fails with a traceback on stderr: the line keeps its last line
+    (not a ``BENCH`` line), as a failing ``lower`` of A does (until 2026-12-07 its whole
+    stderr, a traceback of many lines)."""
+    class Failed:
+        returncode = 3
+        stdout = ""
+        stderr = ("Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
+                  "ValueError: boom\n\nBENCH 0.50 40\n")
+
+    monkeypatch.setattr(bench_diff, "_run", lambda args, tree=None: Failed())
+    a, b = tmp_path / "A", tmp_path / "B"
+    with pytest.raises(SystemExit) as exc:
+        bench_diff.measure(a, b)
+    assert str(exc.value.code) == f"diff {a} {b}: exit 3: ValueError: boom"
