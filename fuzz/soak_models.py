@@ -300,15 +300,14 @@ def machine_refusal(err: BaseException, plan=None, folder: Path | None = None,
             if shown_only and STATIC_REFUSAL not in e.why:  # (the mid-run stop)
                 return None
             return (e.named_within(folder) if folder is not None else e).line()
-        if shown_only:  # (memory refused: the tool's bug as likely; the replay shows it)
-            pass
-        elif isinstance(e, MemoryError):
-            return f"out of memory ({type(e).__name__}{': ' + str(e) if str(e) else ''})"
-        elif isinstance(e, OSError) and e.errno in (errno.EAGAIN, errno.ENOMEM) \
-                and e.filename is None:
-            return f"could not start a process or map memory ({e.strerror or e})"
-        elif isinstance(e, RuntimeError) and "can't start new thread" in str(e):
-            return "could not start a thread (can't start new thread)"
+        if not shown_only:  # (with it, memory refused is the tool's bug as likely: shown)
+            if isinstance(e, MemoryError):
+                return f"out of memory ({type(e).__name__}{': ' + str(e) if str(e) else ''})"
+            if isinstance(e, OSError) and e.errno in (errno.EAGAIN, errno.ENOMEM) \
+                    and e.filename is None:
+                return f"could not start a process or map memory ({e.strerror or e})"
+            if isinstance(e, RuntimeError) and "can't start new thread" in str(e):
+                return "could not start a thread (can't start new thread)"
         e = e.__cause__ or e.__context__
     return None
 

@@ -22,7 +22,7 @@ from nrtrewrite.codes import EdgeLocality
 from nrtrewrite.compose import ir as IR
 from nrtrewrite.compose.ir import NO_VIEW
 from nrtrewrite.compose.leaves import leaf_name
-from nrtrewrite.emit.tiling import tile_elements
+from nrtrewrite.emit.tiling import expand, tile_elements
 
 
 class _Layout:
@@ -67,9 +67,8 @@ def _entry_bds(spec, rank: int, topo, hw: int, limit: int | None = None
     origin = np.array([v.origin for v in views], np.int64)
     net = np.array([r != rank and topo.locality(rank, r) == EdgeLocality.NETWORK
                     for r in spec.peers], bool)
-    leg = np.repeat(np.arange(rows.size), tiles)
-    first = np.cumsum(tiles) - tiles
-    ta = rows["start"].astype(np.int64)[leg] + (np.arange(leg.size) - first[leg]) * per_tile[leg]
+    leg, k, _ = expand(tiles)
+    ta = rows["start"].astype(np.int64)[leg] + k * per_tile[leg]
     tb = np.minimum(ta + per_tile[leg], rows["stop"].astype(np.int64)[leg])
 
     def stream_bds(view: np.ndarray) -> np.ndarray:

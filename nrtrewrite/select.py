@@ -30,7 +30,7 @@ from nrtrewrite.codes import (
 )
 from nrtrewrite.compose.ir import MAX_DST, MAX_PEERS, MAX_SRC
 from nrtrewrite.emit.formats import BD_MAX_BYTES, TPINC_MAX_BDS
-from nrtrewrite.emit.tiling import cce_max_elements, tile_elements
+from nrtrewrite.emit.tiling import cce_max_elements, expand, tile_elements
 from nrtrewrite.errors import (
     NrtRewriteError, SelectionError, ValidationError, counted, did_you_mean,
 )
@@ -350,9 +350,8 @@ def _segment_bds(run: int | None, a: np.ndarray, b: np.ndarray, origin: np.ndarr
     tiles = np.where(b > a, -(-(b - a) // per_tile), 0)
     if run is None:
         return tiles
-    leg = np.repeat(np.arange(a.size), tiles)
-    first = np.cumsum(tiles) - tiles
-    ta = a[leg] + (np.arange(leg.size) - first[leg]) * per_tile[leg]
+    leg, k, _ = expand(tiles)
+    ta = a[leg] + k * per_tile[leg]
     tb = np.minimum(ta + per_tile[leg], b[leg]) - origin[leg]
     ta = ta - origin[leg]
     return np.bincount(leg, weights=(tb - 1) // run - ta // run + 1,
@@ -386,8 +385,8 @@ def _mesh_bds(op: EncOpType, dsize: int, n: int, elems: int, src_run: int | None
         from nrtrewrite.compose.mesh import mesh_page_bytes
         pe = mesh_page_bytes(dsize) // dsize
         pages = -(-(b - a) // pe)
-        blk = np.repeat(np.arange(a.size), pages)
-        pa = a[blk] + (np.arange(blk.size) - (np.cumsum(pages) - pages)[blk]) * pe
+        blk, k, _ = expand(pages)
+        pa = a[blk] + k * pe
         pb = np.minimum(pa + pe, b[blk])
         ptile = _per_tile(dsize, pa, pb, True, hw)
         out_origin = pa * 0 if op == EncOpType.ALLREDUCE else a[blk]
@@ -466,8 +465,7 @@ def engine_bd_refusal(trigger: Union[Trigger, Request], req: Request, alg: EncAl
     if alg == EncAlgType.MESH:  # (counted from the access pattern, equal to the composed)
         return mesh_bd_refusal(req, topo)
     key = ("bd_gate", alg, policy, host_cc, override.text if alg == EncAlgType.HIER
-           and override else None, trigger.op, trigger.dtype, trigger.alu_op,
-           trigger.replica_group, trigger.num_elements, req.src_run, req.dst_run)
+           and override else None) + _shape_key(trigger, req)
 
     def make() -> tuple[str, int, str] | None:
         from nrtrewrite.bdgate import worst_leg  # (composers: loaded for SBUF triggers only)
@@ -495,8 +493,7 @@ def forced_fits(trigger: Trigger, req: Request, alg: EncAlgType, topo: Topology,
     (SELECTION.md "The BD gate").  Cached as :func:`engine_bd_refusal` is, under the forced
     override."""
     forced = parse_algo_override(alg.name.lower())
-    key = ("bd_forced", alg, policy, host_cc, trigger.op, trigger.dtype, trigger.alu_op,
-           trigger.replica_group, trigger.num_elements, req.src_run, req.dst_run)
+    key = ("bd_forced", alg, policy, host_cc) + _shape_key(trigger, req)
 
     def make() -> bool:
         from nrtrewrite.bdgate import worst_leg  # (composers: loaded for SBUF triggers only)
@@ -511,6 +508,13 @@ def forced_fits(trigger: Trigger, req: Request, alg: EncAlgType, topo: Topology,
         except NrtRewriteError:
             return False
     return topo.cached(key, make)
+
+
+def _shape_key(trigger: Trigger, req: Request) -> tuple:
+    """What a trigger's legs' BD counts depend on: its op, dtype, reduce op, group, element
+    count and its operands' run lengths (not their addresses: :mod:`nrtrewrite.bdgate`)."""
+    return (trigger.op, trigger.dtype, trigger.alu_op, trigger.replica_group,
+            trigger.num_elements, req.src_run, req.dst_run)
 
 
 def _lower_refuses(trigger: Trigger) -> bool:
@@ -1599,11 +1603,12 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
             # as fitting: '^hier,ring' named HIER, which `--algo hier` refused, review 52v)
             # (an engine the gate passed over is over forced too, but HIER, whose legs the
             # user's override may steer)
+            passed_over = gated()
             forcible = [a for a in CANDIDATE_ORDER if cands[a].legal
-                        and (a not in gated() or a == EncAlgType.HIER)
+                        and (a not in passed_over or a == EncAlgType.HIER)
                         and policy.is_lowerable(a, req.op)
                         and forced_fits(trigger, req, a, topo, policy, host_cc)]
-            msg = _no_engine_fits(req, cands, gated(), override if clause else None,
+            msg = _no_engine_fits(req, cands, passed_over, override if clause else None,
                                   forcible)
             if strict or clause is not None:
                 raise SelectionError(msg, trigger=req.ordinal)

@@ -1343,8 +1343,13 @@ def _ar2_rows(dtype: str, src_step: int, dst_step: int) -> dict:
     (fp32) partitions x 300 x 5 x 4 elements, src dims [[s, 300], [300 s, 5], [1500 s, 4]]
     and dst the same with its own step: a pattern of step 2 makes every element a run of
     its own, a BD each (review 52k's hostcc_ar2.json and fp32_ar2.json)."""
-    parts = 32 if dtype == "fp16" else 64
+    return _ar_rows([0, 1], 32 if dtype == "fp16" else 64, dtype, src_step, dst_step)
 
+
+def _ar_rows(group: list[int], parts: int, dtype: str, src_step: int, dst_step: int) -> dict:
+    """An all-reduce (add) in ``dtype`` over ``group`` (LNC 1) of ``parts`` partitions x 300
+    x 5 x 4 elements, src dims [[s, 300], [300 s, 5], [1500 s, 4]] and dst the same with its
+    own step, in state-buffer vars of 128 partitions."""
     def ap(var, step):
         return {"var": var, "start": 0, "partitions": [0, parts],
                 "dims": [[step, 300], [300 * step, 5], [1500 * step, 4]]}
@@ -1355,7 +1360,7 @@ def _ar2_rows(dtype: str, src_step: int, dst_step: int) -> dict:
                                      "partitions": 128},
                                     {"name": "d", "type": "state-buffer", "size": size,
                                      "partitions": 128}],
-                           "replica_groups": [[0, 1]],
+                           "replica_groups": [group],
                            "engines": {"sp": [{"all_reduce": {
                                "dtype": dtype, "op": "add", "src": ap("s", src_step),
                                "dst": ap("d", dst_step)}}]}}]}
@@ -1499,20 +1504,7 @@ def _ar4_rows(src_step: int, dst_step: int) -> dict:
     """Review 52v's mk2.py models: an fp16 all-reduce (add) over ranks 0, 1, 128 and 129 (two
     trn2 nodes, LNC 1) of 128 partitions x 300 x 5 x 4 = 768000 elements, src dims
     [[s, 300], [300 s, 5], [1500 s, 4]] and dst the same with its own step."""
-    def ap(var, step):
-        return {"var": var, "start": 0, "partitions": [0, 128],
-                "dims": [[step, 300], [300 * step, 5], [1500 * step, 4]]}
-    size = 6000 * 2 * 2 + 64
-    return {"header": {"name": "m", "lnc_size": 1},
-            "subgraphs": [{"name": "sg00",
-                           "vars": [{"name": "s", "type": "state-buffer", "size": size,
-                                     "partitions": 128},
-                                    {"name": "d", "type": "state-buffer", "size": size,
-                                     "partitions": 128}],
-                           "replica_groups": [[0, 1, 128, 129]],
-                           "engines": {"sp": [{"all_reduce": {
-                               "dtype": "fp16", "op": "add", "src": ap("s", src_step),
-                               "dst": ap("d", dst_step)}}]}}]}
+    return _ar_rows([0, 1, 128, 129], 128, "fp16", src_step, dst_step)
 
 
 @pytest.mark.parametrize("steps,extra", [((2, 1), []), ((1, 2), ["--host-cc"])])

@@ -60,6 +60,7 @@ from nrtrewrite.emit.address import (
 )
 from nrtrewrite.emit.buffers import BufferView, ViewList
 from nrtrewrite.emit.tiling import cce_dtype_nibbles, io_code, tile_elements
+from nrtrewrite.emit.tiling import expand as _expand
 from nrtrewrite.errors import LimitError, LoweringError
 
 #: Slot numbers of the IR's source, destination and increment arrays.
@@ -445,15 +446,6 @@ def _any_cols(x: np.ndarray) -> np.ndarray:
     for k in range(1, x.shape[1]):
         out |= x[:, k]
     return out
-
-
-def _expand(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(owner index, index within owner, first position of each owner) for repeat counts."""
-    counts = np.asarray(counts, dtype=np.int64)
-    first = np.cumsum(counts) - counts
-    owner = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
-    within = np.arange(owner.size, dtype=np.int64) - first[owner] if owner.size else owner
-    return owner, within, first
 
 
 def core_base(peer: Peer) -> int:

@@ -31,6 +31,16 @@ HW_GENERATIONS = tuple(sorted(SDMA_MAX_CCE_ELEMENTS))
 DEFAULT_HW_GENERATION = 3
 
 
+def expand(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(owner index, index within owner, first position of each owner) for repeat counts:
+    the tiles of legs, the runs of a stream, the pages of a block, one row each."""
+    counts = np.asarray(counts, dtype=np.int64)
+    first = np.cumsum(counts) - counts
+    owner = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
+    within = np.arange(owner.size, dtype=np.int64) - first[owner] if owner.size else owner
+    return owner, within, first
+
+
 def cce_max_elements(hw_generation: int) -> int:
     """aws_hal_get_sdma_max_cce_elements: elements per CCE descriptor on ``hw_generation``."""
     try:
