@@ -15,6 +15,7 @@ run length and origin only, not on its address.
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -43,14 +44,31 @@ def _entry_bds(spec, rank: int, topo, hw: int, limit: int | None = None
     """(leaf, M2S BDs, S2M BDs) of each data leg of one entry (``EntrySpec``) of ``rank``;
     with ``limit``, of those legs only that may need more than ``limit`` BDs of a direction
     (:func:`_may_pass`), in the same order: the others cannot pass it and are not counted."""
+    return _entry_legs(spec, rank, topo, hw, limit)[:3]
+
+
+def _entry_legs(spec, rank: int, topo, hw: int, limit: int | None = None
+                ) -> tuple[np.ndarray, ...]:
+    """:func:`_entry_bds`'s (leaf, M2S BDs, S2M BDs), then each leg's channel, elements,
+    tiles, source and destination streams (what the emitter's refusal of a leg over the
+    limit says, ``emit.legs.tpinc_over_text``), its legs in the emitter's order: channel by
+    channel (in the order the channels first appear), a channel's in IR order
+    (``emit.legs.entry_handshake``; the composers group the rows by channel already)."""
     rows = IR.emitted(spec.ir)
+    ch = rows["channel"].astype(np.int64)
+    runs = ch[np.flatnonzero(np.concatenate(([True], ch[1:] != ch[:-1])))] if ch.size else ch
+    if np.unique(runs).size != runs.size:  # a channel's rows in more than one run
+        _, first = np.unique(ch, return_index=True)  # each channel's first row
+        rank_of = np.zeros(int(ch.max()) + 1, np.int64)
+        rank_of[ch[np.sort(first)]] = np.arange(first.size)
+        rows = IR.take(rows, np.argsort(rank_of[ch], kind="stable"))
     length = rows["stop"].astype(np.int64) - rows["start"].astype(np.int64)
     d_n = rows["n_dst"].astype(np.int64)
     data = (d_n > 0) & (length > 0)
     rows, length, d_n = rows[data], length[data], d_n[data]
     empty = np.zeros(0, np.int64)
     if not rows.size:
-        return empty, empty, empty
+        return (empty,) * 8
     s_n = rows["n_src"].astype(np.int64)
     views = spec.views
     dsize = views[0].dsize
@@ -63,7 +81,7 @@ def _entry_bds(spec, rank: int, topo, hw: int, limit: int | None = None
             rows, length, d_n, s_n = rows[may], length[may], d_n[may], s_n[may]
             per_tile, tiles = per_tile[may], tiles[may]
             if not rows.size:
-                return empty, empty, empty
+                return (empty,) * 8
     origin = np.array([v.origin for v in views], np.int64)
     net = np.array([r != rank and topo.locality(rank, r) == EdgeLocality.NETWORK
                     for r in spec.peers], bool)
@@ -93,7 +111,8 @@ def _entry_bds(spec, rank: int, topo, hw: int, limit: int | None = None
             s2m += np.where(on, stream_bds(view[leg]), 0)
     n = rows.size
     return (rows["leaf"].astype(np.int64), np.bincount(leg, m2s, n).astype(np.int64),
-            np.bincount(leg, s2m, n).astype(np.int64))
+            np.bincount(leg, s2m, n).astype(np.int64), rows["channel"].astype(np.int64),
+            length, tiles, s_n, d_n)
 
 
 def _may_pass(length: np.ndarray, tiles: np.ndarray, s_n: np.ndarray, d_n: np.ndarray,
@@ -135,9 +154,54 @@ def worst_leg(trig, sel, topo, limit: int, *, host_cc: bool = False,
     return worst
 
 
+class OverLeg(NamedTuple):
+    """The first leg ``lower`` refuses for more than the limit's BDs of a direction: its
+    rank, leaf code, channel, M2S and S2M BDs, elements, tiles, source and destination
+    streams (:func:`first_over`)."""
+
+    rank: int
+    leaf: int
+    channel: int
+    m2s: int
+    s2m: int
+    elements: int
+    tiles: int
+    s_n: int
+    d_n: int
+
+    def text(self) -> str:
+        """The emitter's words for the leg (``emit.legs.tpinc_over_text``), without the
+        rank ``lower`` names it at."""
+        from nrtrewrite.emit.legs import tpinc_over_text
+        return tpinc_over_text(*self[1:])
+
+
+def first_over(trig, sel, topo, limit: int, *, host_cc: bool = False) -> OverLeg | None:
+    """The leg ``lower`` refuses first when it lowers ``trig`` as ``sel`` for every rank of
+    its group (ranks in ascending order, a rank's entries in order, an entry's legs channel by
+    channel: the emitter's), one needing more than ``limit`` M2S or S2M BDs, or None when
+    every leg fits: what ``explain`` says ``lower`` refuses a selection the BD gate did not
+    count (a forced engine, docs/SELECTION.md "The BD gate")."""
+    for rank, (leaf, m2s, s2m, ch, length, tiles, s_n, d_n) in _ranked_legs(
+            trig, sel, topo, host_cc, limit):
+        over = np.flatnonzero((m2s > limit) | (s2m > limit))
+        if over.size:
+            k = int(over[0])
+            return OverLeg(rank, int(leaf[k]), int(ch[k]), int(m2s[k]), int(s2m[k]),
+                           int(length[k]), int(tiles[k]), int(s_n[k]), int(d_n[k]))
+    return None
+
+
 def _legs(trig, sel, topo, host_cc: bool = False, limit: int | None = None):
     """:func:`_entry_bds` (under ``limit``) of every entry of every rank of ``trig``'s group
     lowered as ``sel``, in group and entry order."""
+    for _rank, legs in _ranked_legs(trig, sel, topo, host_cc, limit):
+        yield legs[:3]
+
+
+def _ranked_legs(trig, sel, topo, host_cc: bool = False, limit: int | None = None):
+    """(rank, :func:`_entry_legs` under ``limit``) of every entry of every rank of
+    ``trig``'s group lowered as ``sel``, in ascending rank and entry order."""
     # (imported here: select imports this module when an SBUF trigger is gated only)
     from nrtrewrite.compose import algorithm as algorithms
     from nrtrewrite.lower import LowerOptions, TriggerPlan
@@ -150,4 +214,4 @@ def _legs(trig, sel, topo, host_cc: bool = False, limit: int | None = None):
     hw = topo.platform.hw_generation
     for rank in sorted(group):  # (lower's order)
         for spec in algorithm.entries(ctx, tp, rank):
-            yield _entry_bds(spec, rank, topo, hw, limit)
+            yield rank, _entry_legs(spec, rank, topo, hw, limit)

@@ -512,20 +512,31 @@ def _with_runs(err: NrtRewriteError, plan: LoweringPlan, tp: TriggerPlan) -> Nrt
     Any other error as it is."""
     if not isinstance(err, LimitError) or "(TPINC_MAX_BDS)" not in err.why:
         return err
-    req = Request.from_trigger(tp.trigger)
+    why = tpinc_refusal(err.why, tp.trigger, tp.selection, plan.algo_source)
+    return err if why is None else LimitError(why, err.where)
+
+
+def tpinc_refusal(why: str, trigger: Trigger, selection: Selection,
+                  algo_source: str = "--algo") -> str | None:
+    """``why``, the emitter's refusal of a leg of ``trigger`` (lowered as ``selection``) over
+    ``TPINC_MAX_BDS``, with how its engine was chosen and the rows that make its BDs
+    (:func:`_with_runs`; ``algo_source``: where the override came from, ``--algo`` or
+    ``NRTREWRITE_ALGO``), or None for a trigger without an SBUF operand (``why`` alone):
+    the line ``lower`` refuses it with, which ``explain`` shows for it."""
+    req = Request.from_trigger(trigger)
     if req.src_run is None and req.dst_run is None:
-        return err
-    alg = tp.selection.alg.name
-    override = tp.selection.override  # its text, parsed when the plan was made
+        return None
+    alg = selection.alg.name
+    override = selection.override  # its text, parsed when the plan was made
     parsed = parse_algo_override(override) if override is not None else None
-    clause = parsed.for_op(tp.trigger.op) if parsed is not None else None
-    if clause is not None and clause.forced == tp.selection.alg:
-        how = f"{plan.algo_source} {override!r} forced {alg}"
+    clause = parsed.for_op(trigger.op) if parsed is not None else None
+    if clause is not None and clause.forced == selection.alg:
+        how = f"{algo_source} {override!r} forced {alg}"
     elif override is not None:
-        how = f"the default selection took {alg} within {plan.algo_source} {override!r}"
+        how = f"the default selection took {alg} within {algo_source} {override!r}"
     else:
         how = f"the default selection took {alg}"
-    return LimitError(f"{err.why}; {how} ({sbuf_runs_text(req)})", err.where)
+    return f"{why}; {how} ({sbuf_runs_text(req)})"
 
 
 def _emit_batch(builder: RankBuilder, plan: LoweringPlan,

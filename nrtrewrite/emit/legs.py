@@ -966,6 +966,25 @@ def _leg_records(b: RankBuilder, lg: _Legs, data: _Data, sems: tuple, words: tup
     b.append("legs.bin", legs)
 
 
+def tpinc_over_text(leaf: int, channel: int, m2s: int, s2m: int, elements: int, tiles: int,
+                    s_n: int, d_n: int) -> str:
+    """Why ``lower`` refuses a leg of more than ``TPINC_MAX_BDS`` M2S or S2M BDs: the leg
+    (its leaf code, channel, BD counts; its elements in ``tiles`` tiles of ``s_n`` source
+    and ``d_n`` destination streams) and why it has so many (the words :func:`_tpinc_steps`
+    refuses it with, and ``explain`` shows for it: nrtrewrite.bdgate.first_over)."""
+    if m2s == tiles * s_n and s2m == tiles * d_n:
+        # one BD a tile and stream: the leg is too long, not its memory too scattered
+        why = (f"its {elements} elements make {tiles} tiles, one BD each per "
+               "source and destination (the leg is not split further: a smaller message "
+               "or another engine lowers it)")
+    else:
+        why = ("its elements fall into too many contiguous runs (an SBUF access pattern "
+               "of short rows)")
+    return (f"a {leaf_name(leaf)} leg on channel {channel} needs {m2s} M2S and {s2m} S2M BDs, "
+            f"at most {F.TPINC_MAX_BDS} of each in its tp_inc_steps record (TPINC_MAX_BDS): "
+            f"{why}")
+
+
 def _tpinc_steps(lg: _Legs, data: _Data) -> dict[tuple[int, int], np.ndarray]:
     """The batch's tp_inc_steps records: M2S / S2M BDs per leg, run-length encoded per
     channel, by (SPAD index, channel)."""
@@ -973,19 +992,10 @@ def _tpinc_steps(lg: _Legs, data: _Data) -> dict[tuple[int, int], np.ndarray]:
     s2m = data.leg_bd_count - m2s
     if m2s.max() > F.TPINC_MAX_BDS or s2m.max() > F.TPINC_MAX_BDS:
         over = int(np.flatnonzero((m2s > F.TPINC_MAX_BDS) | (s2m > F.TPINC_MAX_BDS))[0])
-        tiles = int(data.n_tiles[over])
-        if (m2s[over] == tiles * lg.s_n[over]) and (s2m[over] == tiles * lg.d_n[over]):
-            # one BD a tile and stream: the leg is too long, not its memory too scattered
-            why = (f"its {int(lg.length[over])} elements make {tiles} tiles, one BD each per "
-                   "source and destination (the leg is not split further: a smaller message "
-                   "or another engine lowers it)")
-        else:
-            why = ("its elements fall into too many contiguous runs (an SBUF access pattern "
-                   "of short rows)")
-        raise LimitError(
-            f"a {leaf_name(int(lg.leaf[over]))} leg on channel {int(lg.seg_ch[leg_ci[over]])} "
-            f"needs {int(m2s[over])} M2S and {int(s2m[over])} S2M BDs, at most "
-            f"{F.TPINC_MAX_BDS} of each in its tp_inc_steps record (TPINC_MAX_BDS): {why}")
+        raise LimitError(tpinc_over_text(
+            int(lg.leaf[over]), int(lg.seg_ch[leg_ci[over]]), int(m2s[over]), int(s2m[over]),
+            int(lg.length[over]), int(data.n_tiles[over]), int(lg.s_n[over]),
+            int(lg.d_n[over])))
     change = np.ones(n, bool)
     change[1:] = (m2s[1:] != m2s[:-1]) | (s2m[1:] != s2m[:-1])
     change[lg.leg_first_c] = True
