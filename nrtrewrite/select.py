@@ -510,6 +510,39 @@ def forced_fits(trigger: Trigger, req: Request, alg: EncAlgType, topo: Topology,
     return topo.cached(key, make)
 
 
+def lowered_bd_refusal(trigger: Trigger, sel: "Selection", topo: Topology,
+                       policy: Policy = DEFAULT_POLICY, host_cc: bool = False):
+    """The leg ``lower`` refuses first for more than ``TPINC_MAX_BDS`` M2S or S2M BDs when it
+    lowers ``trigger`` as ``sel`` (:func:`nrtrewrite.bdgate.first_over`: its rank, leg,
+    channel and counts), or None: what the BD gate did not count, an engine the override
+    forces (``--algo ring``, ``allreduce:ring``: ``lower`` composes it whatever its legs
+    need, and refuses it at that leg) or a flat fallback the policy's choice was lowered as;
+    the default selection's own engine the gate counted (docs/SELECTION.md "The BD gate").
+    None as for :func:`engine_bd_refusal`: no SBUF operand, legs that cannot reach the
+    limit, a trigger ``lower``'s own checks refuse.  Cached by the trigger's shape, the
+    engine and its legs, the policy and ``host_cc``."""
+    req = as_request(trigger)
+    if (sel.alg == EncAlgType.INVALID or req.src_run is None and req.dst_run is None
+            or _bd_bound(req, topo.platform.hw_generation) <= TPINC_MAX_BDS
+            or _lower_refuses(trigger)):
+        return None
+    parsed = parse_algo_override(sel.override) if sel.override is not None else None
+    clause = parsed.for_op(trigger.op) if parsed is not None else None
+    forced = clause is not None and clause.forced == sel.policy_alg
+    if not forced and sel.alg == sel.policy_alg:
+        return None  # (the gate counted it: the default selection took it, it fits)
+    key = ("bd_lowered", sel.alg, tuple((leg.name, leg.alg) for leg in sel.legs),
+           sel.n_channels, policy, host_cc) + _shape_key(trigger, req)
+
+    def make():
+        from nrtrewrite.bdgate import first_over  # (composers: loaded for SBUF triggers only)
+        try:
+            return first_over(trigger, sel, topo, TPINC_MAX_BDS, host_cc=host_cc)
+        except NrtRewriteError:  # (its composer's refusal: not a count)
+            return None
+    return topo.cached(key, make)
+
+
 def _shape_key(trigger: Trigger, req: Request) -> tuple:
     """What a trigger's legs' BD counts depend on: its op, dtype, reduce op, group, element
     count and its operands' run lengths (not their addresses: :mod:`nrtrewrite.bdgate`)."""

@@ -2050,3 +2050,147 @@ def test_model_less_explain_takes_host_cc():
     assert text.exit_code == 0, text.output
     assert text.output.splitlines()[0].endswith("; --host-cc")
     assert "; --host-cc" not in run(*args).output
+
+
+# -- a forced engine lower refuses for TPINC_MAX_BDS (RELIABILITY §6, the 52nd "Left") -----
+
+def _lowered_or_refused(path, out, *extra) -> tuple[int, str | None, list[str] | None]:
+    """(exit status, lower's error line without its `nrtrewrite: error: MODEL: ` head, the
+    manifest's algorithms) of `lower MODEL *extra`."""
+    res = CliRunner().invoke(main, ["lower", str(path), "-o", str(out), "-q", "-j", "1",
+                                    *extra], env={})
+    if res.exit_code == 0:
+        return 0, None, [t["algorithm"] for t in
+                         json.loads((out / "manifest.json").read_text())["triggers"]]
+    (line,) = [x for x in res.stderr.splitlines() if x.startswith("nrtrewrite: error: ")]
+    return res.exit_code, line.removeprefix(f"nrtrewrite: error: {path}: "), None
+
+
+@pytest.mark.parametrize("algo, host_cc, outcome", [
+    # forced engines: RING's recv_reduce_copy_send under --host-cc (96000 S2M), MESH's
+    # mesh_send and INTRA_RDH's rdh_reduce with or without it, lower refuses at rank 0
+    ("ring", True, "refused"), ("allreduce:ring", True, "refused"),
+    ("mesh", False, "refused"), ("mesh", True, "refused"), ("intra_rdh", True, "refused"),
+    # forced engines that fit
+    ("ring", False, "RING"), ("allreduce:ring", False, "RING"),
+    ("single_cycle_ring", True, "SINGLE_CYCLE_RING"),
+    # exclusions: the default selection under the BD gate
+    ("^mesh", True, "SINGLE_CYCLE_RING"), ("^mesh", False, "RING"),
+    ("^single_cycle_ring", True, "error"), ("^single_cycle_ring", False, "RING"),
+])
+def test_explain_says_what_lower_does_with_a_forced_engine_over_tpinc_max_bds(
+        hostcc_ar2, tmp_path, algo, host_cc, outcome):
+    """docs/CLI.md "explain", docs/SELECTION.md "The BD gate": explain says, for a forced
+    engine as for the default's, what lower with the same options does - the engine it
+    lowers, or that lower refuses the trigger and why, in lower's words (its line from the
+    rank on: lower composes every rank, the first it meets over TPINC_MAX_BDS is named),
+    `lowered` INVALID and exit 0 as for any trigger lower refuses (CLI.md "Errors"); a
+    selection error is explain's error, lower's line.  The expected answer is lower's own
+    run.  (Until 2026-12-07 explain showed the forced engine as lowered: `--host-cc --algo
+    ring` RING, exit 0, where lower refused it; review 52z.)"""
+    extra = ["--algo", algo] + (["--host-cc"] if host_cc else [])
+    status, line, algs = _lowered_or_refused(hostcc_ar2, tmp_path / "out", *extra)
+    res = run("explain", hostcc_ar2, "--json", *extra)
+    doc = json.loads(res.stdout)
+    text = run("explain", hostcc_ar2, *extra)
+    if outcome == "error":
+        assert status == 2 and ", rank " not in line
+        assert res.exit_code == text.exit_code == 2
+        assert doc["error"] == f"{hostcc_ar2}: {line}"
+        return
+    assert res.exit_code == text.exit_code == 0, res.output
+    (rec,) = doc["triggers"]
+    if outcome == "refused":
+        assert status == 2 and algs is None
+        where, _, why = line.partition(": ")
+        assert where == ("member sg00/sp.bin, subgraph sg00, stream sp, instruction 0, "
+                         "trigger 0, rank 0")
+        assert "(TPINC_MAX_BDS)" in why and f"--algo {algo!r} forced" in why
+        assert rec["lowered"]["algorithm"] == "INVALID"
+        assert rec["lowered"]["fallback_reason"] == f"rank 0: {why}"
+        assert rec["channels"]["count"] == 0
+        assert doc["model_refusal"] is None and doc["refused_not_shown"] == []
+        assert "lowered: INVALID" in text.output
+        assert f"rank 0: {why}" in " ".join(text.output.split())
+    else:
+        assert status == 0 and algs == [outcome]
+        assert rec["lowered"]["algorithm"] == outcome
+        assert rec["lowered"]["fallback_reason"] is None
+        assert f"lowered: {outcome} " in text.output
+
+
+def test_explain_names_the_forced_refusal_from_nrtrewrite_algo_as_lower_does(
+        hostcc_ar2, tmp_path):
+    """The override from the environment: lower's line says `NRTREWRITE_ALGO 'ring' forced
+    RING`, and so does explain's reason for the trigger."""
+    res = CliRunner().invoke(main, ["lower", hostcc_ar2, "-o", str(tmp_path / "o"), "-q",
+                                    "--host-cc"], env={"NRTREWRITE_ALGO": "ring"})
+    assert res.exit_code == 2
+    line = res.stderr.strip().removeprefix(f"nrtrewrite: error: {hostcc_ar2}: ")
+    why = line.partition(", rank 0: ")[2]
+    assert "; NRTREWRITE_ALGO 'ring' forced RING (" in why
+    doc = run_json("explain", hostcc_ar2, "--host-cc", env={"NRTREWRITE_ALGO": "ring"})
+    assert doc["triggers"][0]["lowered"]["fallback_reason"] == f"rank 0: {why}"
+
+
+def test_explain_gives_the_warnings_lower_gives_before_a_forced_engines_refusal(
+        hostcc_ar2, tmp_path):
+    """lower refuses a forced engine's leg when it composes a rank, after its plan: it has
+    given its warnings then (--no-verify-hash's, an --algo clause that applies to nothing),
+    and explain gives the same, then shows the trigger INVALID; a --rank outside the world
+    is lower's refusal first (it checks its ranks before it composes one)."""
+    algo = ["--algo", "allreduce:ring;allgather:mesh", "--host-cc", "--no-verify-hash"]
+    res = CliRunner().invoke(main, ["lower", hostcc_ar2, "-o", str(tmp_path / "o"), "-q",
+                                    *algo], env={})
+    assert res.exit_code == 2
+    want = _warnings(res.stderr)
+    assert len(want) == 2, res.stderr
+    text = run("explain", hostcc_ar2, *algo)
+    assert text.exit_code == 0 and _warnings(text.stderr) == want
+    assert "lowered: INVALID" in text.output
+    res = CliRunner().invoke(main, ["lower", hostcc_ar2, "-o", str(tmp_path / "o"), "-q",
+                                    "--rank", "5", *algo], env={})
+    ex = run("explain", hostcc_ar2, "--rank", "5", *algo)
+    assert res.exit_code == ex.exit_code == 2
+    assert ex.stderr.splitlines()[-1] == res.stderr.splitlines()[-1]
+    assert "rank 5" in ex.stderr.splitlines()[-1]
+
+
+def _hostcc_two_groups() -> dict:
+    """hostcc_ar2's all-reduce twice: trigger 0 over ranks 2 and 3, trigger 1 over 0 and 1
+    (the subgraph's replica groups 0 and 1)."""
+    s = _hostcc_ar2()
+    sg = s["subgraphs"][0]
+    sg["replica_groups"] = [[2, 3], [0, 1]]
+    (first,) = sg["engines"]["sp"]
+    second = copy.deepcopy(first)
+    second["all_reduce"]["group"] = 1
+    sg["engines"]["sp"] = [first, second]
+    return s
+
+
+def test_explain_names_the_forced_refusal_lower_meets_first_rank_by_rank(tmp_path):
+    """lower composes rank by rank, a rank's triggers in order: of two triggers whose forced
+    RING lower refuses (under --host-cc), trigger 0 over ranks 2 and 3 and trigger 1 over 0
+    and 1, it names trigger 1 (at rank 0), and trigger 0 at rank 2 when it lowers ranks 2
+    and 3 only.  explain shows each INVALID with its own rank and reason; with --trigger 0
+    the note on the one not shown names trigger 1 with lower's line (and refused_not_shown
+    has it), exit 0."""
+    from nrtrewrite.neff.assembler import assemble_spec
+    path = tmp_path / "two.neff"
+    path.write_bytes(assemble_spec(_hostcc_two_groups()))
+    extra = ["--host-cc", "--algo", "ring"]
+    status, line1, _ = _lowered_or_refused(path, tmp_path / "a", *extra)
+    assert status == 2 and ", trigger 1, rank 0: " in line1
+    status, line0, _ = _lowered_or_refused(path, tmp_path / "b", *extra, "--rank", "2",
+                                           "--rank", "3")
+    assert status == 2 and ", trigger 0, rank 2: " in line0
+    doc = run_json("explain", str(path), *extra)
+    got = [t["lowered"]["fallback_reason"] for t in doc["triggers"]]
+    assert got == ["rank 2: " + line0.partition(", rank 2: ")[2],
+                   "rank 0: " + line1.partition(", rank 0: ")[2]]
+    doc = run_json("explain", str(path), "--trigger", "0", *extra)
+    assert doc["refused_not_shown"] == [{"trigger": 1, "refusal": line1}]
+    text = run("explain", str(path), "--trigger", "0", *extra)
+    assert text.exit_code == 0
+    assert f"lower refuses trigger 1, not shown: {line1}" in text.output

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
@@ -479,6 +479,17 @@ class ModelPlan:
     #: scratch, no gateway): ``explain`` then refuses the model with that line, as ``lower``
     #: does, and shows nothing
     vars_refused: bool = False
+    #: the refusal of every trigger ``lower`` plans but refuses when it composes a rank (a
+    #: leg over TPINC_MAX_BDS the BD gate did not count: a forced engine's), by ordinal, in
+    #: the order ``lower`` meets them (by the rank, then the trigger); only when nothing
+    #: above refuses the model, as ``lower`` composes no rank then.  Unlike
+    #: :attr:`refusals`, after the plan: ``lower`` has given its warnings, and checked its
+    #: ranks, when it meets one
+    composed: dict[int, NrtRewriteError] = field(default_factory=dict)
+
+    def all_refusals(self) -> dict[int, NrtRewriteError]:
+        """:attr:`refusals` and :attr:`composed`, in the order ``lower`` meets them."""
+        return {**self.refusals, **self.composed}
 
 
 def _plan_model(m, topo: Topology, override, policy, shown: set[int],
@@ -596,7 +607,30 @@ def _plan_model(m, topo: Topology, override, policy, shown: set[int],
         check_plan(SimpleNamespace(triggers=planned))
     except LimitError as err:
         out.refusal = err
+    if out.refusal is None and not addressed:  # lower composes the ranks
+        out.composed = _composed_refusals(planned, topo, policy, host_cc,
+                                          override.source if override else "--algo")
     return out
+
+
+def _composed_refusals(planned: list, topo: Topology, policy, host_cc: bool,
+                       algo_source: str) -> dict[int, NrtRewriteError]:
+    """:attr:`ModelPlan.composed` of the triggers ``planned`` (``TriggerPlan``): each one
+    whose legs, lowered as its selection, ``lower`` refuses for more than TPINC_MAX_BDS BDs
+    though the BD gate did not count them (select.lowered_bd_refusal: a forced engine), with
+    ``lower``'s line (the emitter's words, lower.tpinc_refusal's, at the first rank it meets
+    the leg), in ``lower``'s order: rank by rank, a rank's triggers in order."""
+    from nrtrewrite.lower import tpinc_refusal
+    from nrtrewrite.select import lowered_bd_refusal
+    found = []
+    for tp in planned:
+        over = lowered_bd_refusal(tp.trigger, tp.selection, topo, policy, host_cc)
+        if over is not None:
+            why = over.text()
+            why = tpinc_refusal(why, tp.trigger, tp.selection, algo_source) or why
+            found.append((over.rank, tp.trigger.ordinal, LimitError(
+                why, rank=over.rank, **trigger_where(tp.trigger))))
+    return {ordinal: err for _rank, ordinal, err in sorted(found, key=lambda f: f[:2])}
 
 
 def _refused_not_shown(mp: ModelPlan, shown: set[int]) -> list[dict]:
@@ -606,7 +640,7 @@ def _refused_not_shown(mp: ModelPlan, shown: set[int]) -> list[dict]:
     model's path, as a shown trigger's record is INVALID with it; in the order ``lower``
     meets them (:attr:`ModelPlan.refusals`), so the first is the one it would name."""
     return [{"trigger": ordinal, "refusal": str(err)}
-            for ordinal, err in mp.refusals.items() if ordinal not in shown]
+            for ordinal, err in mp.all_refusals().items() if ordinal not in shown]
 
 
 def _refused_head(refused: list[dict]) -> str:
@@ -1073,8 +1107,10 @@ def explain_cmd(model, rank, topology, algo, host_cc, as_json, only, show_all, n
         else:
             # lower's refusal of the trigger (its first check that fails), else the
             # model-wide one that names it
-            err = mp.refusals.get(item.ordinal)
+            err = mp.all_refusals().get(item.ordinal)
             why = err.why if err is not None else model_why.get(item.ordinal)
+            if err is not None and err.where.rank is not None:  # (composing: lower's rank)
+                why = f"rank {err.where.rank}: {why}"
             sel = mp.selections[item.ordinal]
             if why is not None and sel.alg != EncAlgType.INVALID:
                 sel = not_lowered(sel, why)
