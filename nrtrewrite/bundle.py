@@ -604,6 +604,13 @@ SIMULATE_TEMP_PREFIX = "nrtrewrite-simulate-"
 #: 2026-12-05).
 _SIMULATE_TEMP_NAME = re.compile(re.escape(SIMULATE_TEMP_PREFIX) + r"[a-z0-9_]{8}", re.ASCII)
 
+#: The prefixes of the other tools' temporary folders under :func:`temp_root`, which a
+#: killed run leaves as a killed ``simulate MODEL.neff`` leaves its own, and removed the
+#: same way (:func:`clean_stale_run_temps`): ``python -m nrtrewrite.golden``'s and
+#: benchmarks/bench_diff.py's.
+GOLDEN_TEMP_PREFIX = "nrtrewrite-golden-"
+BENCH_DIFF_TEMP_PREFIX = "nrtrewrite-bench-diff-"
+
 
 def temp_root() -> str:
     """The folder temporary folders are made in, ``tempfile.gettempdir()``.  Where Python
@@ -649,6 +656,15 @@ def clean_stale_simulate_temps(tmpdir: str | os.PathLike) -> list[Path]:
     named exactly as ``mkdtemp`` names them (:data:`_SIMULATE_TEMP_NAME`), of this user,
     older than :data:`STALE_AFTER_S`, whose lock (:func:`lock_folder`, held by a live run)
     can be taken.  Where the file system has no locks nothing is removed.  Returns what was."""
+    return clean_stale_run_temps(tmpdir, SIMULATE_TEMP_PREFIX)
+
+
+def clean_stale_run_temps(tmpdir: str | os.PathLike, prefix: str) -> list[Path]:
+    """:func:`clean_stale_simulate_temps` for the folders ``tempfile.mkdtemp(prefix=prefix)``
+    makes (the prefix and 8 characters of ``[a-z0-9_]``): those a killed run of the tool
+    that makes them left (a run holds its folder's lock, :func:`lock_folder`, until it has
+    removed it)."""
+    name = re.compile(re.escape(prefix) + r"[a-z0-9_]{8}", re.ASCII)
     removed: list[Path] = []
     try:
         entries = list(os.scandir(tmpdir))
@@ -656,7 +672,7 @@ def clean_stale_simulate_temps(tmpdir: str | os.PathLike) -> list[Path]:
         return removed
     now = time.time()
     for entry in entries:
-        if not _SIMULATE_TEMP_NAME.fullmatch(entry.name):
+        if not name.fullmatch(entry.name):
             continue
         try:
             st = entry.stat(follow_symlinks=False)

@@ -70,7 +70,9 @@ def _stops_outside() -> None:
 if __name__ == "__main__":
     _stops_outside()
 
-from nrtrewrite.bundle import rmtree_few_fds, temp_folder_refusal, temp_root, write_output
+from nrtrewrite.bundle import (GOLDEN_TEMP_PREFIX, clean_stale_run_temps, lock_folder,
+                               rmtree_few_fds, temp_folder_refusal, temp_root, unlock_folder,
+                               write_output)
 # (the CLI's stops: SIGTERM and SIGHUP raised as Terminated while the command runs, later
 # ones ignored during the cleanup, forked children given the default handlers back)
 from nrtrewrite.cli import (Terminated, ascii_int, encodable, stop_status, stops_deferred,
@@ -302,9 +304,14 @@ def main(argv: list[str] | None = None) -> None:
     try:
         with terminate_cleanly():
             try:
-                tmp = tempfile.mkdtemp(prefix="nrtrewrite-golden-", dir=temp_root())
+                root = temp_root()
+                # (a killed run's, as simulate MODEL.neff removes its own: until 2026-12-07
+                # a SIGKILLed golden's folder stayed in TMPDIR, nothing removed it)
+                clean_stale_run_temps(root, GOLDEN_TEMP_PREFIX)
+                tmp = tempfile.mkdtemp(prefix=GOLDEN_TEMP_PREFIX, dir=root)
             except OSError as err:  # none usable, or one that fails (a race)
                 _fail(temp_folder_refusal(err).line())
+            lock = lock_folder(Path(tmp))  # this run's: no other run's cleanup removes it
             try:
                 out = lower_to(args.model, Path(tmp) / "out", args.rank)
                 _simulated(args.model, out, Path(tmp), args.rank, args.memory_check)
@@ -320,6 +327,7 @@ def main(argv: list[str] | None = None) -> None:
                 # the removal short and left the folder in TMPDIR)
                 with stops_deferred():
                     rmtree_few_fds(tmp)
+                    unlock_folder(lock)
             # (escaped as the CLI's paths: a line break in GOLDEN split the line, until
             # 2026-12-05); a stop from here on: GOLDEN is written (_stopped says so)
             _say(f"{encodable(escape_path(args.golden))}: {said}")
@@ -338,11 +346,15 @@ def main(argv: list[str] | None = None) -> None:
 def _previous(golden: str, data: bytes) -> str:
     """What writing ``data`` to ``golden`` does: ``written`` (there is none), ``changed``
     (one with other bytes is replaced) or ``unchanged`` (it holds ``data``: not rewritten).
-    Until 2026-12-06 every run said ``written``, changed or not."""
+    Until 2026-12-06 every run said ``written``, changed or not.  A symbolic link is
+    ``changed``: the write replaces the link itself with the archive, never its target, as
+    ``assemble -o`` does (docs/RELIABILITY.md §4; until 2026-12-07 it was judged by its
+    target, ``unchanged`` left the link and ``changed`` replaced it)."""
     try:
-        st = os.stat(golden)
+        st = os.lstat(golden)
         if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
-            return "changed"  # (a folder, a FIFO ...: the write refuses it, never opened)
+            return "changed"  # (a link, a folder, a FIFO ...: the write replaces the link,
+            # refuses the others, never opened)
         with open(golden, "rb") as fh:
             return "unchanged" if fh.read(len(data) + 1) == data else "changed"
     except FileNotFoundError:

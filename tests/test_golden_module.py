@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,7 @@ def test_golden_reproduces_the_committed_archive(tmp_path, name):
 #: ``(out_dt << 12)`` as ``((out_dt ^ 1) << 12)``), an output ``simulate`` refuses
 FAULTY_GOLDEN = """
 import sys
+import time
 import nrtrewrite.emit.legs as legs
 real = legs.cce_dtype_nibbles
 legs.cce_dtype_nibbles = lambda dtype: (lambda t: (t[0], t[1] ^ 1, t[2]))(real(dtype))
@@ -132,6 +134,51 @@ def test_golden_says_written_changed_or_unchanged(tmp_path):
             after = os.stat(golden)
             assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
     assert said == [f"{golden}: written\n", f"{golden}: unchanged\n", f"{golden}: changed\n"]
+
+
+@pytest.mark.parametrize("target", ["same", "other"])
+def test_a_golden_that_is_a_symbolic_link_is_replaced_as_a_link(tmp_path, target):
+    """GOLDEN a symbolic link: the write replaces the link itself, never its target, as
+    ``assemble -o`` does (docs/RELIABILITY.md §4), so it is ``changed`` whatever its target
+    holds (review 53f: its target's bytes judged it, so a target holding the archive was
+    ``unchanged``, the link kept, while one with other bytes was ``changed``, the link
+    replaced and the target left as it was)."""
+    committed = (FIX / "golden" / "ar2.tar.gz").read_bytes()
+    kept = committed if target == "same" else b"an older archive"
+    real, golden = tmp_path / "real.tar.gz", tmp_path / "g.tar.gz"
+    real.write_bytes(kept)
+    golden.symlink_to(real.name)
+    proc = run("nrtrewrite.golden", [FIX / "ar2.neff", golden], ROOT)
+    assert (proc.returncode, proc.stderr, proc.stdout) == (0, "", f"{golden}: changed\n")
+    assert not golden.is_symlink() and golden.read_bytes() == committed
+    assert real.read_bytes() == kept  # (the target never written)
+
+
+def test_golden_removes_a_killed_runs_temporary_folder(tmp_path):
+    """A SIGKILLed golden leaves its ``nrtrewrite-golden-XXXXXXXX`` folder in TMPDIR: the
+    next run removes it as ``simulate MODEL.neff`` removes its own (docs/RELIABILITY.md §4:
+    mkdtemp's name shape, this user's, a minute old, its lock free), and keeps a live run's
+    (locked), a young one and a user's folder of another shape (review 53f: nothing removed
+    them)."""
+    import fcntl
+
+    tmpdir = tmp_path / "tmp"
+    old = time.time() - 3600
+    stale, live, young, mine = (tmpdir / f"nrtrewrite-golden-{n}"
+                                for n in ("a1_b2c3d", "b2c3d4e5", "c3d4e5f6", "my-results"))
+    for d in (stale, live, young, mine):
+        (d / "out").mkdir(parents=True)
+        if d is not young:
+            os.utime(d, (old, old))
+    fd = os.open(live, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # as a running golden holds it
+        proc = run("nrtrewrite.golden", [FIX / "ar2.neff", tmp_path / "g.tar.gz"], ROOT,
+                   TMPDIR=str(tmpdir))
+        assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
+    finally:
+        os.close(fd)
+    assert sorted(p.name for p in tmpdir.iterdir()) == sorted(p.name for p in (live, young, mine))
 
 
 def test_golden_and_the_help_run_without_docstrings(tmp_path):
