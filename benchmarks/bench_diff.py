@@ -24,13 +24,24 @@ written.  Not a timed test: nothing is asserted.
 The model, A and B are made in the run's temporary folder (``nrtrewrite-bench-diff-XXXXXXXX``
 where ``simulate MODEL.neff`` makes its own: ``TMPDIR`` where Python can write there; the
 model's ``.tmp`` and ``lower``'s temporary sibling of A there too) and moved into ``--out``
-whole, so ``--out`` holds only results; the folder is removed when the run ends, on
-success, failure or stop.  A step that fails (writing the model, lowering A, moving the
-model or A, reading A's ``manifest.json`` for its rewritten NEFF's name, copying A,
-rewriting the NEFF, moving B, measuring ``diff``) stops the run with one line naming it
-and why, status 1: a child's last line of stderr (``lower``'s, the rewrite's, ``diff``'s
-but its ``BENCH`` line), a folder's copy or move that fails
-for many files its first file and why and the count of the others; a file of the
+whole, so ``--out`` holds only results: each is moved (renamed, or copied where ``--out`` is
+on another file system) to a temporary sibling of its place, ``.NAME.bench-diff-tmp-PID-HEX``,
+then renamed into place, never over something there, so a result in ``--out`` is whole
+and a later run reuses it.  The folder is removed when the run ends, on success, failure or
+stop; it is locked while the run lasts, and the ones SIGKILLed runs left are removed by the
+next run as ``simulate``'s are (that name shape, this user's, a minute old, the lock free).
+A run holds ``--out``'s lock (``flock``) until it ends: another run given the same
+``--out`` meanwhile is refused, one line, status 2, before it makes anything (``--out OUT:
+in use by another bench_diff.py run ...``: give each its own, or run them one after the
+other); the run that holds it first removes the temporary siblings killed runs left there.
+A ``--out`` that is a dangling symbolic link is refused as one that is not a folder.
+
+A step that fails (writing the model, lowering A, moving the model or A, reading A's
+``manifest.json`` for its rewritten NEFF's name, copying A, rewriting the NEFF, moving B,
+measuring ``diff``) stops the run with one line naming it and why, status 1: a child's
+last line of stderr (``lower``'s, the rewrite's, ``diff``'s but its ``BENCH`` line), a
+folder's copy or move that fails for many files its first file and why and the count of
+the others; a file of the
 temporary folder, gone by the time the line is read, named as it would be in ``--out``
 (``A of w1: lower failed: nrtrewrite lower: error: OUT/w1/A: ...``) or as
 ``<temporary>/...``.
@@ -39,17 +50,20 @@ temporary folder, gone by the time the line is read, named as it would be in ``-
 from __future__ import annotations
 
 import argparse
+import fcntl
 import gzip
 import io
 import json
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
 from pathlib import Path
+from typing import NoReturn
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -143,21 +157,105 @@ def make_model(model: str, out: Path, work: Path) -> Path:
     return path
 
 
+#: A file or folder being moved into ``--out``: ``.NAME.bench-diff-tmp-PID-HEX`` beside
+#: its place, renamed to NAME once whole (:func:`move_in`); one a killed run left is removed
+#: by the next run that holds ``--out``'s lock (:func:`remove_partial`).
+_PARTIAL = re.compile(r"\..+\.bench-diff-tmp-[0-9]+-[0-9a-f]{8}", re.ASCII | re.DOTALL)
+
+
 def move_in(src: Path, dst: Path, what: str) -> None:
     """Move ``src`` (a file or folder of the run's temporary folder) to ``dst`` in ``--out``
-    whole: a rename where both are on one file system, else a copy, removed if it is cut
-    short (an error, a stop); an OS error is one line naming ``what``, status 1."""
+    whole: moved (a rename where both are on one file system, else a copy) to a temporary
+    sibling of ``dst`` (:data:`_PARTIAL`), then renamed to ``dst``, never over one that
+    appeared meanwhile, so ``dst`` is there whole or not at all (until 2026-12-07 a copy
+    across file systems wrote into ``dst`` itself: a run killed mid-copy left it half
+    written, and the next run took it for A).  Whatever stops the move (an error, a stop)
+    removes the sibling, never ``dst``; an OS error is one line naming ``what``, status 1."""
+    tmp = dst.parent / f".{dst.name}.bench-diff-tmp-{os.getpid()}-{secrets.token_hex(4)}"
     try:
-        shutil.move(src, dst)
+        shutil.move(src, tmp)
+        _rename_noreplace(tmp, dst)
     except BaseException as err:
-        if dst.is_dir() and not dst.is_symlink():
-            shutil.rmtree(dst, ignore_errors=True)
-        else:
-            dst.unlink(missing_ok=True)
+        _remove(tmp)
         if not isinstance(err, OSError):
             raise
+        if isinstance(err, FileExistsError) and err.filename == str(dst):
+            raise SystemExit(f"{what}: cannot move it from the temporary folder to {dst}: "
+                             "it appeared meanwhile, made by something other than this run; "
+                             "not replaced") from None
         raise SystemExit(f"{what}: cannot move it from the temporary folder to {dst}: "
-                         f"{_why(err, src.parent, dst)}") from None
+                         f"{_why(err, src.parent, dst, tmp)}") from None
+
+
+def _rename_noreplace(src: Path, dst: Path) -> None:
+    """``rename(src, dst)`` that fails (FileExistsError naming ``dst``) where ``dst``
+    exists: ``lower``'s (:func:`nrtrewrite.bundle._rename_noreplace`); a plain rename
+    would replace a file, or an empty folder."""
+    from nrtrewrite.bundle import _rename_noreplace as rename
+
+    rename(src, dst)
+
+
+def _remove(path: Path) -> None:
+    """Remove a file or folder of ``--out`` (a link as a link), if it is there."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def hold_out(out: Path) -> tuple[set[Path] | None, int | None]:
+    """Make ``--out`` (where it is not there) and hold its exclusive ``flock`` for the whole
+    run: ``(what it held before, the descriptor holding the lock)``, the first None where
+    this run made it (:func:`outdir.entries`), the second where the file system has no
+    locks.  A folder another run holds is refused, one line naming it, status 2, before
+    anything is written (until 2026-12-07 runs sharing one ``--out`` moved their results
+    into each other's: ``OUT/w1/A/w1-A``, counts doubled, a traceback, one run's failure
+    removing the other's folder).  The temporary siblings a killed run left there
+    (:func:`remove_partial`) are removed first, so they are not counted as there before."""
+    try:
+        out.mkdir()
+        made = True
+    except FileExistsError:
+        made = False
+    except OSError as err:
+        _refuse(f"--out {out}: cannot make it: {err.strerror or err}")
+    try:
+        fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as err:
+        _refuse(f"--out {out}: cannot open it: {err.strerror or err}")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        _refuse(f"--out {out}: in use by another bench_diff.py run (it holds the folder's "
+                "lock); give each run its own --out")
+    except OSError:  # (a file system without locks: runs sharing it are not told apart)
+        os.close(fd)
+        return (None if made else entries(out)), None
+    remove_partial(out)
+    return (None if made else entries(out)), fd
+
+
+def remove_partial(out: Path) -> list[Path]:
+    """Remove what killed runs left half moved into ``--out`` (:data:`_PARTIAL`: in ``out``
+    the models, in ``out/MODEL/`` A and B); called with ``--out``'s lock held, so no live
+    run's.  Returns what was removed."""
+    removed = []
+    for folder in [out, *(p for p in out.iterdir() if p.is_dir() and not p.is_symlink())]:
+        for p in folder.iterdir():
+            if _PARTIAL.fullmatch(p.name):
+                _remove(p)
+                removed.append(p)
+    return removed
+
+
+def _refuse(line: str) -> NoReturn:
+    print(f"bench_diff.py: error: {line}", file=sys.stderr)
+    sys.exit(2)
 
 
 def _run(args: list[str], tree: Path = ROOT) -> subprocess.CompletedProcess:
@@ -222,7 +320,8 @@ def _output_neff(a: Path, row: str) -> str:
     return name
 
 
-def _why(err: OSError, folder: Path | None = None, dest: Path | None = None) -> str:
+def _why(err: OSError, folder: Path | None = None, dest: Path | None = None,
+         copy: Path | None = None) -> str:
     """An OSError's reason and the file it names, in one line, a file of ``folder`` (the
     run's temporary folder, deleted by the time the line is read) named as it is in
     ``dest`` (its place in ``--out``, the folder's first part dropped) or as
@@ -231,9 +330,14 @@ def _why(err: OSError, folder: Path | None = None, dest: Path | None = None) -> 
     others (until 2026-12-07 its list of every file's ``(source, destination, why)``,
     thousands of characters); a path of ``folder`` anywhere in the text (shutil's ``PATH
     is a named pipe``, PATH in backquotes: the file then named once) is named so too (until
-    2026-12-07 only one that followed ``: '`` or ``: "``, dropped)."""
+    2026-12-07 only one that followed ``: '`` or ``: "``, dropped).  A path of ``copy``
+    (the temporary sibling of ``dest`` that :func:`move_in` moves into, removed by then too)
+    is named as it is in ``dest``."""
     def named(path) -> str:
         path = str(path)
+        if copy is not None and dest is not None and (
+                path == str(copy) or path.startswith(str(copy) + os.sep)):
+            return str(dest) + path[len(str(copy)):]
         if folder is None or not path.startswith(str(folder) + os.sep):
             return path
         rest = path[len(str(folder)) + 1:]
@@ -241,10 +345,11 @@ def _why(err: OSError, folder: Path | None = None, dest: Path | None = None) -> 
             return str(dest / rest.partition(os.sep)[2]) if os.sep in rest else str(dest)
         return f"<temporary>/{rest}"
 
-    def within(text: str) -> str:  # (a path of ``folder`` anywhere in an error's text)
-        if folder is None:
+    def within(text: str) -> str:  # (a path of ``folder`` or ``copy`` anywhere in a text)
+        heads = [re.escape(str(f)) for f in (copy, folder) if f is not None]
+        if not heads:
             return text
-        return re.sub(re.escape(str(folder) + os.sep) + r"[^\s'\"`]*",
+        return re.sub(f"(?:{'|'.join(heads)})(?:{re.escape(os.sep)}" + r"[^\s'\"`]*)?",
                       lambda m: named(m.group()), text)
 
     if isinstance(err, shutil.Error) and err.args and isinstance(err.args[0], list) \
@@ -346,10 +451,10 @@ def main() -> None:
     out = checked_out(ap, args.out, OUT)  # (absolute: lower runs in the tree)
     stop_cleanly()  # SIGTERM and SIGHUP too remove what this run wrote, as Ctrl-C does
 
-    before = entries(out)  # never removed
-    work = None
+    before, held = hold_out(out)  # (never removed; --out this run's alone until it ends)
+    work = lock = None
     try:
-        work = work_folder()  # (removed on success, failure and stop)
+        work, lock = work_folder()  # (removed on success, failure and stop)
         print(f"{'row':>14} {'NEFF MB':>8} | {'diff s':>7} {'peak MB':>8} | count")
         for row in rows:
             raise_lost_stop()  # (a stop Python dropped in a finalizer: outdir.stop_cleanly)
@@ -361,18 +466,32 @@ def main() -> None:
     finally:
         if work is not None:
             shutil.rmtree(work, ignore_errors=True)
+            _unlock(lock)
         if not args.keep:
             remove_new(out, before)
+        _unlock(held)
 
 
-def work_folder() -> Path:
+def _unlock(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)
+
+
+def work_folder() -> tuple[Path, int | None]:
     """The run's temporary folder, where the model, A and B are made (:func:`make_pair`),
-    made where ``simulate MODEL.neff`` makes its own (:func:`nrtrewrite.bundle.temp_root`);
-    one line, status 2, where none can be made."""
-    from nrtrewrite.bundle import temp_root
+    made where ``simulate MODEL.neff`` makes its own (:func:`nrtrewrite.bundle.temp_root`),
+    and the descriptor that holds its lock (None: the file system has none) until it is
+    removed; one line, status 2, where none can be made.  The folders a killed run left
+    there are removed first, as simulate's are (:func:`nrtrewrite.bundle.clean_stale_run_temps`:
+    until 2026-12-07 nothing removed them)."""
+    from nrtrewrite.bundle import (BENCH_DIFF_TEMP_PREFIX, clean_stale_run_temps, lock_folder,
+                                   temp_root)
 
     try:
-        return Path(tempfile.mkdtemp(prefix="nrtrewrite-bench-diff-", dir=temp_root()))
+        root = temp_root()
+        clean_stale_run_temps(root, BENCH_DIFF_TEMP_PREFIX)
+        work = Path(tempfile.mkdtemp(prefix=BENCH_DIFF_TEMP_PREFIX, dir=root))
+        return work, lock_folder(work)
     except OSError as err:  # none usable, or one that fails (a race)
         print(f"bench_diff.py: error: {err.filename or 'TMPDIR'}: cannot make a temporary "
               f"folder to build the model, A and B in: {err.strerror or err}", file=sys.stderr)

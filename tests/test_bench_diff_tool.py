@@ -367,3 +367,143 @@ def test_a_failing_diff_is_one_line_its_last(tmp_path, monkeypatch):
     with pytest.raises(SystemExit) as exc:
         bench_diff.measure(a, b)
     assert str(exc.value.code) == f"diff {a} {b}: exit 3: ValueError: boom"
+
+
+def test_an_out_another_run_holds_is_refused_before_anything_is_written(tmp_path):
+    """Runs sharing one ``--out``: each holds the folder's lock while it runs, and one that
+    finds it held is refused in one line, status 2, before it makes anything (review 53f:
+    two runs moved their A into each other's, ``OUT/w1/A/w1-A``, each counting 4 differences
+    for 2; with three one printed a traceback and one's failure removed another's A)."""
+    import fcntl
+
+    out, tmp = tmp_path / "diff", tmp_path / "tmp"
+    out.mkdir()
+    tmp.mkdir()
+    (out / "mine.txt").write_text("kept")
+    fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # as a running bench_diff.py holds it
+        env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(ROOT))
+        res = subprocess.run([sys.executable, str(TOOL), "--only", "w1", "--out", str(out)],
+                             capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    finally:
+        os.close(fd)
+    assert (res.returncode, res.stdout, res.stderr) == (
+        2, "", f"bench_diff.py: error: --out {out}: in use by another bench_diff.py run (it "
+               "holds the folder's lock); give each run its own --out\n")
+    assert _tree(out) == ["mine.txt"] and os.listdir(tmp) == []
+
+
+def test_a_dangling_out_link_is_refused_before_the_model_is_built(tmp_path):
+    """``--out`` a symbolic link to nothing: one line, status 2, before anything is made
+    (review 53f: a traceback, ``FileExistsError`` from its ``mkdir``, once the model was
+    built in the temporary folder)."""
+    tmp, out = tmp_path / "tmp", tmp_path / "diff"
+    tmp.mkdir()
+    out.symlink_to(tmp_path / "gone")
+    env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(ROOT))
+    res = subprocess.run([sys.executable, str(TOOL), "--only", "w1", "--out", str(out)],
+                         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert (res.returncode, res.stdout) == (2, "") and "Traceback" not in res.stderr
+    assert res.stderr.splitlines()[-1] == (  # (after argparse's usage line)
+        f"bench_diff.py: error: --out {out}: a symbolic link to nothing"), res.stderr
+    assert os.listdir(tmp) == [] and sorted(os.listdir(tmp_path)) == ["diff", "tmp"]
+
+
+#: bench_diff.py with ``--out`` on another file system than the temporary folder (every
+#: ``os.rename`` refused, EXDEV: ``shutil.move`` copies) and the process SIGKILLed once the
+#: first file of A has been copied into ``--out``
+_KILLED_COPYING_A = r"""
+import errno, os, shutil, signal, sys
+sys.path.insert(0, sys.argv[1])
+import bench_diff
+def other_fs(src, dst, *a, **k):
+    raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), src, dst)
+os.rename = other_fs
+real_copyfile, copied = shutil.copyfile, []
+def copyfile(src, dst, *a, **k):
+    if copied and "w1-A" in os.fspath(src):  # (copytree gives a DirEntry)
+        os.kill(os.getpid(), signal.SIGKILL)
+    copied.append(src)
+    return real_copyfile(src, dst, *a, **k)
+shutil.copyfile = copyfile
+sys.argv = ["bench_diff.py", *sys.argv[2:]]
+bench_diff.main()
+"""
+
+
+def test_a_run_killed_copying_a_into_out_leaves_no_a_the_next_run_takes(tmp_path):
+    """A moved across file systems is copied into a temporary sibling in ``--out`` and
+    renamed once whole: a run SIGKILLed mid-copy leaves no ``OUT/w1/A``, and the next run
+    removes the sibling and makes A whole (review 53f: the copy went into ``OUT/w1/A``
+    itself, left half written, which the next run took for A, failing and blaming B)."""
+    out, tmp = tmp_path / "diff", tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(ROOT))
+    res = subprocess.run([sys.executable, "-c", _KILLED_COPYING_A, str(TOOL.parent), "--only",
+                          "w1", "--out", str(out), "--keep"], capture_output=True, text=True,
+                         cwd=tmp_path, env=env, timeout=300)
+    assert res.returncode == -9, res.stderr
+    left = os.listdir(out / "w1")
+    assert len(left) == 1 and left[0].startswith(".A.bench-diff-tmp-"), left
+    res = subprocess.run([sys.executable, str(TOOL), "--only", "w1", "--out", str(out),
+                          "--keep"], capture_output=True, text=True, cwd=tmp_path, env=env,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr
+    # (the header's hash and the last instruction of the one 1 MiB member)
+    assert res.stdout.splitlines()[-1].split()[-2:] == ["2", "difference(s)"]
+    assert sorted(os.listdir(out / "w1")) == ["A", "last"]
+    assert sorted(os.listdir(out / "w1" / "A")) == sorted(os.listdir(out / "w1" / "last"))
+
+
+def test_a_place_taken_meanwhile_is_refused_and_kept(tmp_path):
+    """``move_in`` never moves into, nor removes, what is at its place: a folder there
+    (made by something else meanwhile) is one line, kept as it was, the copy removed (review
+    53f: ``shutil.move`` put A inside it, ``OUT/w1/A/w1-A``, and a failure removed it)."""
+    work, out = tmp_path / "work", tmp_path / "out"
+    (work / "w1-A").mkdir(parents=True)
+    (work / "w1-A" / "manifest.json").write_text("ours")
+    (out / "A").mkdir(parents=True)
+    (out / "A" / "manifest.json").write_text("theirs")
+    with pytest.raises(SystemExit) as exc:
+        bench_diff.move_in(work / "w1-A", out / "A", "A of w1")
+    assert str(exc.value.code) == (
+        f"A of w1: cannot move it from the temporary folder to {out / 'A'}: it appeared "
+        "meanwhile, made by something other than this run; not replaced")
+    assert _tree(out) == ["A", "A/manifest.json"]
+    assert (out / "A" / "manifest.json").read_text() == "theirs"
+
+
+def test_the_work_folder_is_locked_and_a_killed_runs_is_removed(tmp_path, monkeypatch):
+    """The run's temporary folder is locked while it runs, and the ones SIGKILLed runs left
+    (``nrtrewrite-bench-diff-XXXXXXXX``) are removed as ``simulate MODEL.neff`` removes its
+    own: mkdtemp's name shape, a minute old, the lock free; a live run's (locked), a young
+    one and a user's folder of another shape are kept (review 53f: nothing removed them)."""
+    import fcntl
+    import tempfile
+    import time
+
+    old = time.time() - 3600
+    stale, live, young, mine = (tmp_path / f"nrtrewrite-bench-diff-{n}"
+                                for n in ("a1_b2c3d", "b2c3d4e5", "c3d4e5f6", "my-results"))
+    for d in (stale, live, young, mine):
+        (d / "w1-A").mkdir(parents=True)
+        if d is not young:
+            os.utime(d, (old, old))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    fd = os.open(live, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # as a running bench_diff.py holds it
+        work, lock = bench_diff.work_folder()
+    finally:
+        os.close(fd)
+    try:
+        assert sorted(os.listdir(tmp_path)) == sorted(p.name for p in (live, young, mine, work))
+        probe = os.open(work, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            with pytest.raises(BlockingIOError):  # (held by this run)
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(probe)
+    finally:
+        os.close(lock)
