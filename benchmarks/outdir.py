@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 from pathlib import Path
 
 #: The signals that stop a run: SIGINT as Ctrl-C (KeyboardInterrupt), the others as an exit.
@@ -69,6 +70,38 @@ def write_new(path: Path, data: bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def replace_together(files: list[tuple[Path, bytes]]) -> None:
+    """Write each ``(path, data)`` to a temporary sibling (``.NAME.XXXXXXXX.tmp``), every
+    one whole before any is renamed over its path, in the order given (the last, the one
+    that marks the set as complete): an error or stop while writing leaves every path as
+    it was, and whatever stops it removes the temporary files that are left."""
+    temps: list[str] = []
+    try:
+        for path, data in files:
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            temps.append(tmp)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, 0o666 & ~_umask())
+        for (path, _), tmp in zip(files, list(temps)):
+            os.replace(tmp, path)
+            temps.remove(tmp)
+    finally:
+        for tmp in temps:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 class _Stops:

@@ -28,7 +28,9 @@ shared and noisy):
 
 Each measurement runs in a fresh subprocess (clean RSS).  Results go to stdout, to
 benchmarks/out/last-run.json, and as the markdown of docs/PERFORMANCE.md's "Latest run"
-section to benchmarks/out/last-run.md (benchmarks/report.py).
+section to benchmarks/out/last-run.md (benchmarks/report.py), the two replaced together:
+each written whole to a temporary file, then renamed into place, the JSON last
+(:func:`write_results`).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from models import MIB, OUT, build, large_spec, sweep_spec  # noqa: E402
-from outdir import raise_lost_stop, stop_cleanly  # noqa: E402
+from outdir import raise_lost_stop, replace_together, stop_cleanly  # noqa: E402
 import report  # noqa: E402
 
 #: Records kept per file for the construct reference path.
@@ -867,11 +869,23 @@ def main() -> None:
     for t in results["targets"]:
         print(f"  [{'x' if t['holds'] else ' '}] {t['target']}: {t['measured']}")
     raise_lost_stop()  # (a stopped run writes no results)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "last-run.json").write_text(json.dumps(results, indent=1))
-    # docs/PERFORMANCE.md "Latest run" is this file, pasted (benchmarks/report.py)
-    (out / "last-run.md").write_text(report.render(results))
+    write_results(out, results)
     print(f"\nwritten {out / 'last-run.json'} and {out / 'last-run.md'}")
+
+
+def write_results(out: Path, results: dict) -> None:
+    """``last-run.json`` and, rendered from the same ``results``, ``last-run.md`` (docs/
+    PERFORMANCE.md "Latest run" is this file, pasted: benchmarks/report.py) into ``out``:
+    both rendered, then both written whole to temporary siblings, then renamed into place,
+    the markdown first and the JSON last (:func:`outdir.replace_together`), so each file is
+    whole and a failure or stop before the renames leaves both as they were (until
+    2026-12-07 each was written in place, the JSON before the markdown was even rendered:
+    a render that failed, a full disk or a stop left a truncated file, or a new JSON beside
+    the previous run's markdown)."""
+    files = [(out / "last-run.md", report.render(results).encode()),
+             (out / "last-run.json", json.dumps(results, indent=1).encode())]
+    out.mkdir(parents=True, exist_ok=True)
+    replace_together(files)
 
 
 def _median(runs: list[dict], key: str) -> dict:

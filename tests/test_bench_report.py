@@ -313,3 +313,50 @@ def test_a_result_with_a_value_of_another_kind_is_one_line(tools, tmp_path, caps
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1
     assert err.startswith(f"report: {f}: a value is not what run.py writes (")
+
+
+def test_the_results_pair_is_replaced_together_or_not_at_all(tools, tmp_path, monkeypatch):
+    """``last-run.json`` and ``last-run.md`` (rendered from the same result) are each
+    written to a temporary file and renamed into place once both are whole, the JSON last:
+    a render that fails or a full disk while writing the second leaves both as they were,
+    no temporary file behind (review 53f: each was written in place, the JSON before the
+    markdown was rendered, so a failure left a new JSON beside the previous markdown, or a
+    truncated file)."""
+    import errno
+    import os
+
+    run, report = tools
+    res = _result()
+    res["targets"] = run.targets(res)  # (as run.main adds them before writing)
+    json_path, md_path = tmp_path / "last-run.json", tmp_path / "last-run.md"
+    json_path.write_text("previous json")
+    md_path.write_text("previous md")
+
+    def broken(results):
+        raise KeyError("a key the markdown needs")
+
+    with monkeypatch.context() as m:
+        m.setattr(report, "render", broken)
+        with pytest.raises(KeyError):
+            run.write_results(tmp_path, res)
+    assert sorted(os.listdir(tmp_path)) == ["last-run.json", "last-run.md"]
+    assert (json_path.read_text(), md_path.read_text()) == ("previous json", "previous md")
+
+    synced = []
+
+    def full_on_the_second(fd):  # (the JSON's temporary file: the disk full)
+        synced.append(fd)
+        if len(synced) == 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with monkeypatch.context() as m:
+        m.setattr(os, "fsync", full_on_the_second)
+        with pytest.raises(OSError):
+            run.write_results(tmp_path, res)
+    assert sorted(os.listdir(tmp_path)) == ["last-run.json", "last-run.md"]
+    assert (json_path.read_text(), md_path.read_text()) == ("previous json", "previous md")
+
+    run.write_results(tmp_path, res)
+    assert sorted(os.listdir(tmp_path)) == ["last-run.json", "last-run.md"]
+    assert json.loads(json_path.read_text()) == json.loads(json.dumps(res))
+    assert md_path.read_text() == report.render(res)
