@@ -75,7 +75,8 @@ LIMITS: tuple[Limit, ...] = (
     Limit("MAX_TOTAL_BYTES", MAX_TOTAL_BYTES, "ours: the decompressed tar stream (streaming "
           "gunzip stops at it)", "neff/container._Gunzip"),
     Limit("MAX_MEMBER_BYTES", MAX_MEMBER_BYTES, "ours: one tar member, from its tar header",
-          "neff/container.iter_members"),
+          "neff/container.iter_members; neff/assembler (a stream's words, a JSON member's "
+          "bytes counted before it is written)"),
     Limit("MAX_MEMBERS", MAX_MEMBERS, "ours: tar members (file members; directory entries "
           "are not members)", "neff/container.iter_members"),
     Limit("MAX_DIRECTORY_ENTRIES", MAX_DIRECTORY_ENTRIES, "ours: tar directory entries "

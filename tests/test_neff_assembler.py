@@ -8,6 +8,7 @@ import json
 import re
 
 import pytest
+import yaml
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -555,6 +556,190 @@ def test_a_json_member_500_deep_is_written_and_read_back_501_refused(base_spec, 
            "more than 500 lists or mappings deep")
     assert refusal(500) == ("<spec>: field subgraphs[0]: cannot be written as JSON: nested too "
                             f"deeply ({why})")
+
+
+# -- the bytes of a JSON member (MAX_JSON_MEMBER_BYTES: the reader's MAX_MEMBER_BYTES) --------
+
+def _too_large(field: str, member: str, size: int, limit: int) -> str:
+    """ASSEMBLE.md's refusal of a JSON member of ``size`` bytes, past ``limit``."""
+    return (f"<spec>: field {field}: member {member}: its JSON would be {size} bytes, more "
+            f"than the {limit} bytes a member may hold (MAX_MEMBER_BYTES, the reader's limit)")
+
+
+@pytest.mark.parametrize("limit", [4096, 100_000])
+def test_a_json_member_of_exactly_the_limit_is_written_and_read_back_one_byte_more_refused(
+        base_spec, monkeypatch, limit):
+    """``{"a": "x...x"}`` with k x's is written ``{``, newline, 2 spaces, ``"a"``, ``: ``,
+    the k + 2 bytes of the string, newline, ``}``, newline: k + 14 bytes.  With the limit
+    patched to ``limit``, k = limit - 14 is written, byte for byte, and a reader allowing a
+    member ``limit`` bytes reads it back; one x more is refused, naming the spec's key, the
+    member and the limit."""
+    import nrtrewrite.neff.assembler as asm
+    from nrtrewrite.errors import LimitError
+    from nrtrewrite.neff.container import Limits
+
+    monkeypatch.setattr(asm, "MAX_JSON_MEMBER_BYTES", limit)
+
+    def spec(k: int) -> dict:
+        return dict(copy.deepcopy(base_spec),
+                    extra_members=[{"name": "big.json", "json": {"a": "x" * k}}])
+
+    data = assemble_spec(spec(limit - 14))
+    want = ('{\n  "a": "' + "x" * (limit - 14) + '"\n}\n').encode()
+    assert read_container(data, limits=Limits(max_member_bytes=limit)).members["big.json"] \
+        == want
+    with pytest.raises(LimitError):  # (the reader's limit is the assembler's)
+        read_container(data, limits=Limits(max_member_bytes=limit - 1))
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(spec(limit - 13))
+    assert str(exc.value) == _too_large("extra_members[0].json", "big.json", limit + 1, limit)
+
+
+def _aliased_json_text() -> tuple[str, dict]:
+    """A YAML value of shared lists and mappings nested four deep (each alias repeats what its
+    anchor names, indented deeper each time), with escapes, non-ASCII text, numbers and
+    literals; and the same value without sharing (a copy json.dumps writes, as the oracle)."""
+    text = ('{k: &m {"q\\"u": ["é€𝄞", "a\\tb", 1.5, -7, 12345678901234567890123, true, false,'
+            ' null, {}, []]}, l: &l [*m, [*m, {z: *m}], "\\u2028"], '
+            'n: [*l, [*l, *l], {deep: [*l, {x: *m}]}]}')
+    return text, yaml.safe_load(text)
+
+
+@pytest.mark.parametrize("member", ["neff_json", "extra_members"])
+def test_a_json_member_of_shared_values_is_counted_exactly_at_the_limit(
+        base_spec, monkeypatch, member):
+    """The bytes json.dumps (the standard library, with the 2-space indent) writes a value of
+    YAML aliases as, counted from a copy without them: a limit of exactly that many bytes
+    writes the member (those bytes), one less refuses it saying that many."""
+    import nrtrewrite.neff.assembler as asm
+
+    text, plain = _aliased_json_text()
+    value = parse_spec_text("v: " + text + "\n")["v"]
+    if member == "neff_json":
+        value.update(neff_like_version=1, subgraphs=["sg00"])
+        plain.update(neff_like_version=1, subgraphs=["sg00"])
+        name, field = "neff.json", "neff_json"
+        base_spec["neff_json"] = value
+    else:
+        name, field = "v.json", "extra_members[0].json"
+        base_spec["extra_members"] = [{"name": "v.json", "json": value}]
+    want = (json.dumps(plain, indent=2, ensure_ascii=False) + "\n").encode()
+    assert want.count(b"\n") > 200  # (the value is repeated, indented deeper each time)
+    monkeypatch.setattr(asm, "MAX_JSON_MEMBER_BYTES", len(want))
+    assert read_container(assemble_spec(base_spec)).members[name] == want
+    monkeypatch.setattr(asm, "MAX_JSON_MEMBER_BYTES", len(want) - 1)
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(base_spec)
+    assert str(exc.value) == _too_large(field, name, len(want), len(want) - 1)
+
+
+def _python_encoder_writes_at_most(monkeypatch, limit: int) -> None:
+    """Make json.dumps's pure-Python encoder (the one an indent takes) fail once it has
+    written more than ``limit`` characters in one call (the small members of the spec are
+    written by it)."""
+    import json.encoder
+
+    make = json.encoder._make_iterencode
+
+    def bounded(*args, **kwargs):
+        iterencode = make(*args, **kwargs)
+
+        def counted(o, level):
+            written = 0
+            for chunk in iterencode(o, level):
+                written += len(chunk)
+                if written > limit:
+                    raise AssertionError(f"json's pure-Python encoder wrote {written} "
+                                         "characters")
+                yield chunk
+        return counted
+    monkeypatch.setattr(json.encoder, "_make_iterencode", bounded)
+
+
+def _four_gib_of_aliases(tail: str = "") -> str:
+    """A spec whose ``extra_members[0].json`` is a list of 16 lists of 16 lists of 16 lists
+    of 16 times one string of 65,536 x's (``tail``: an item after them), from 64 KiB of YAML
+    text: 16^4 strings of 65,538 bytes written, each on a line of its own."""
+    s = '&s "' + "x" * 65536 + '"'
+    level = "[" + ", ".join([s] + ["*s"] * 15) + "]"
+    for depth in (1, 2, 3):
+        level = f"[&l{depth} {level}, " + ", ".join([f"*l{depth}"] * 15) + "]"
+    level = level[:-1] + (f", {tail}]" if tail else "]")
+    return "extra_members: [{name: big.json, json: " + level + "}]\n"
+
+
+@pytest.mark.parametrize("tail, why", [
+    ("", None),
+    ("2001-12-14", "field extra_members[0].json[16]: a date (2001-12-14), which JSON cannot "
+                   "hold (YAML 1.1 reads this form as a date: quote it for a string)"),
+    ('"a\\ud800"', 'field extra_members[0].json[16]: not Unicode text ("\\ud800" is a lone '
+                   "surrogate, which UTF-8 cannot hold)"),
+])
+def test_a_json_member_past_max_member_bytes_is_refused_before_it_is_written(
+        base_spec, monkeypatch, tail, why):
+    """64 KiB of YAML whose aliases make a member of 4 GiB, past the reader's 2 GiB
+    (MAX_MEMBER_BYTES, the real limit): refused without json's pure-Python writer (the
+    encoder an indent takes, which would write it all first) and in a few MiB of memory,
+    saying its size, worked out line by line: a list at level d (the member's own at 0) opens
+    on a line of 2d spaces and ``[`` and closes on one of 2d spaces and ``]``, each line with
+    its newline (16^d lists at level d); each string's line is 8 spaces, its 65,538 bytes
+    and a newline; and a comma after each item but its list's last.  A date or a lone
+    surrogate after it all is named instead: a fault in the spec, met before the size."""
+    import tracemalloc
+
+    base_spec["extra_members"] = parse_spec_text(_four_gib_of_aliases(tail))["extra_members"]
+    lines = sum(16 ** d * 2 * (2 * d + 2) for d in range(4)) + 16 ** 4 * (8 + 65538 + 1)
+    commas = 15 * sum(16 ** d for d in range(4))
+    size = lines + commas
+    assert size > 2 << 30
+    _python_encoder_writes_at_most(monkeypatch, 1 << 20)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValidationError) as exc:
+            assemble_spec(base_spec)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20
+    assert str(exc.value) == (f"<spec>: {why}" if why else
+                              _too_large("extra_members[0].json", "big.json", size, 2 << 30))
+
+
+def test_the_depth_check_walks_each_distinct_mapping_a_bounded_number_of_times(base_spec):
+    """The depth check walked level by level, each list or mapping once a level: a mapping
+    shared by 600 nested lists (a dict through the API) was walked at each of the 500
+    levels, 8 s for a dict of many.  Now once: counted by the mapping's own iterations, the
+    member refused for its depth (so no JSON is written, which would walk it at each place
+    it stands)."""
+    calls = []
+
+    class Counted(dict):
+        def items(self):
+            calls.append("items")
+            return super().items()
+
+        def values(self):
+            calls.append("values")
+            return super().values()
+
+        def keys(self):
+            calls.append("keys")
+            return super().keys()
+
+        def __iter__(self):
+            calls.append("iter")
+            return super().__iter__()
+
+    shared = Counted(a=1)
+    chain: list = [1]
+    for _ in range(600):
+        chain = [chain, shared]
+    base_spec["subgraphs"][0]["def_json"] = {"note": chain}
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(base_spec)
+    assert str(exc.value) == ("<spec>: field subgraphs[0]: cannot be written as JSON: nested "
+                              "too deeply (more than 500 lists or mappings deep)")
+    assert len(calls) <= 6, calls[:10]
 
 
 # ---------------------------------------------------------------------------

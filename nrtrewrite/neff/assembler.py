@@ -495,15 +495,17 @@ class _Assembler:
     def err(self, path: str, why: str) -> ValidationError:
         return ValidationError(why, Where(file=self.source, field=path or None))
 
-    def json_member(self, obj: Any, path: str, field=None) -> bytes:
+    def json_member(self, obj: Any, member: str, path: str, field=None) -> bytes:
         """``obj`` as a JSON member (:func:`_json_bytes`), or a spec error at ``path``; a
         recursive YAML alias (:meth:`acyclic`), a lone surrogate, a value JSON cannot hold
         (a YAML date, ``!!set`` or ``!!binary``; NaN from the API) and a mapping key that is
         not a string (``{1: a}``, which json.dumps writes as ``"1"``: checked first, by a walk
         of the lists and mappings, whatever ``validate`` says) at its own field:
         ``field(key path in obj)`` (default: the key path after ``path``), ``not Unicode text
-        (...)`` as :meth:`utf8` says it.  The cycle is looked for only once ``json.dumps``
-        has found one (it checks as it writes)."""
+        (...)`` as :meth:`utf8` says it.  The cycle is looked for only once
+        :func:`_json_size` has met one.  A member whose JSON would be more than
+        :data:`MAX_JSON_MEMBER_BYTES` (the reader's ``MAX_MEMBER_BYTES``) is refused at
+        ``path``, naming ``member``, before any of it is written."""
         try:
             if isinstance(obj, (dict, list)) and _key_not_string(obj):
                 raise _NotJson("a key that is not a string")  # (named below)
@@ -519,14 +521,15 @@ class _Assembler:
             raise self.err(field(sub) if field else _joined(path, sub),
                            _not_json_why(val, is_key)) from None
         except _NotUnicode as err:
-            # (json.dumps wrote it: obj has no cycle, which it refuses, for the walk)
-            found = jsonin.lone_surrogate(obj)
-            if found is None:  # (cannot be: each string of obj was walked)
-                raise self.err(path, err.why) from None
-            sub, text, _, is_key = found
+            sub, text, is_key = err.found
             why = f"not Unicode text ({_not_unicode(text)})"
             raise self.err(field(sub) if field else _joined(path, sub),
                            f"key {_spec_value(text)} is {why}" if is_key else why) from None
+        except _TooLarge as err:
+            raise self.err(path, f"member {escape_controls(shown_member_name(member))}: its "
+                                 f"JSON would be {err.size} bytes, more than the "
+                                 f"{MAX_JSON_MEMBER_BYTES} bytes a member may hold "
+                                 "(MAX_MEMBER_BYTES, the reader's limit)") from None
         except ValidationError as err:
             raise self.err(path, err.why) from None
 
@@ -644,7 +647,7 @@ class _Assembler:
         neff_json = spec.get("neff_json")
         if neff_json is None:
             neff_json = {"neff_like_version": NEFF_LIKE_VERSION, "subgraphs": names}
-        members.append((NEFF_JSON, self.json_member(neff_json, "neff_json")))
+        members.append((NEFF_JSON, self.json_member(neff_json, NEFF_JSON, "neff_json")))
         members.extend(sg_members)
         members = self.member_hatches(spec, members)
         try:
@@ -765,7 +768,7 @@ class _Assembler:
             elif "hex" in item:
                 data = self.hexbytes(item["hex"], path + ".hex")
             elif "json" in item:
-                data = self.json_member(item["json"], path + ".json")
+                data = self.json_member(item["json"], name, path + ".json")
             else:
                 data = b""
             members = [(n, d) for n, d in members if n != name] + [(name, data)]
@@ -818,7 +821,8 @@ class _Assembler:
                 return _joined(path + ".def_json", sub)
             return _joined(path, "vars" + sub[3:] if top == "var" else sub)
 
-        items = [(f"{name}/{DEF_JSON}", self.json_member(definition, path, field))]
+        member = f"{name}/{DEF_JSON}"
+        items = [(member, self.json_member(definition, member, path, field))]
         items.extend((f"{name}/{engine}.bin", data) for engine, data in streams)
         return name, items
 
@@ -1315,7 +1319,12 @@ def _key_not_string(doc: Any) -> bool:
 
 
 class _NotUnicode(ValidationError):
-    """A JSON member's text holds a lone surrogate (YAML's ``"\\ud800"``)."""
+    """A JSON member's text holds a lone surrogate (YAML's ``"\\ud800"``): ``found``, the
+    first one's key path (of the mapping, for a key), the string and whether it is a key."""
+
+    def __init__(self, why: str, found: tuple[str, str, bool]):
+        super().__init__(why)
+        self.found = found
 
 
 class _NotJson(ValidationError):
@@ -1339,128 +1348,193 @@ MAX_JSON_DEPTH = 500
 _TOO_DEEP_ALIASES = "nested too deeply (a chain of YAML aliases nesting lists or mappings)"
 
 
-def _json_writes(val: Any) -> bool:
-    """Whether json.dumps (``allow_nan=False``, no ``default``) writes ``val``, a value that is
-    not a list or mapping, or a mapping's key given as ``{key: None}``: the same check as
-    where it stands in a document, asked of json's C encoder for a kind not plainly JSON's."""
+#: The most bytes a JSON member may be written as: the reader's limit of one member's data
+#: (``MAX_MEMBER_BYTES``), which a member past it would not be read back by.  Counted before
+#: any JSON is written (:func:`_json_size`).
+MAX_JSON_MEMBER_BYTES = MAX_MEMBER_BYTES
+
+
+class _TooLarge(ValidationError):
+    """A JSON member would be written as more than :data:`MAX_JSON_MEMBER_BYTES` bytes."""
+
+    def __init__(self, size: int):
+        super().__init__(f"cannot be written as JSON: {size} bytes")
+        self.size = size
+
+
+def _scalar_size(val: Any) -> tuple[int, bool]:
+    """The UTF-8 bytes json.dumps (``ensure_ascii=False``, ``allow_nan=False``) writes ``val``
+    as, a value that is not a list or mapping, and whether they hold a lone surrogate (which
+    UTF-8 cannot hold: counted as ``surrogatepass`` writes it); raises :class:`_NotJson` as
+    json.dumps refuses it (a date, a set, bytes; NaN; an integer of more than 4300 digits)."""
     kind = type(val)
-    if kind is str or kind is int or kind is bool or val is None:
-        return True
-    if kind is float:
-        return math.isfinite(val)
     try:
-        json.dumps(val, allow_nan=False)
-    except (TypeError, ValueError):  # (a date, a set, bytes; NaN; a key of such a kind)
-        return False
-    return True
+        if kind is str:
+            text = _encode_json_str(val)
+        elif val is None or val is True:
+            return 4, False
+        elif val is False:
+            return 5, False
+        elif kind is int:
+            return len(int.__repr__(val)), False
+        elif kind is float:
+            if not math.isfinite(val):
+                raise ValueError(f"Out of range float values are not JSON compliant: {val!r}")
+            return len(float.__repr__(val)), False
+        else:  # (another kind: json's own words, and a subclass written as json writes it)
+            text = json.dumps(val, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as err:
+        raise _NotJson(f"cannot be written as JSON: {err}") from None
+    try:
+        return len(text.encode("utf-8")), False
+    except UnicodeEncodeError:
+        return len(text.encode("utf-8", "surrogatepass")), True
 
 
-def _nests_past_limit(doc: Any) -> bool:
-    """Whether a list or mapping stands more than :data:`MAX_JSON_DEPTH` deep in ``doc`` (one
-    that contains itself: always).  Level by level, each distinct list or mapping once a
-    level, scalars passed over: a quick check (about a fifth of json.dumps's indented writing
-    of the same value) before :func:`_too_deep`."""
-    level: Any = [doc]
-    for _ in range(MAX_JSON_DEPTH):
-        below: dict[int, Any] = {}
-        for node in level:
-            if isinstance(node, (dict, list, tuple)):
-                for kid in (node.values() if isinstance(node, dict) else node):
-                    if isinstance(kid, (dict, list, tuple)):
-                        below[id(kid)] = kid
-        if not below:
-            return False
-        level = below.values()
-    return True
+#: json's writer of a string (quoted, with its escapes; ``ensure_ascii=False``).
+_encode_json_str = json.encoder.encode_basestring
+#: Integers within this of 0 are written at once (a longer one, counted once, by its id).
+_SMALL_INT = 1 << 64
 
 
-def _too_deep(doc: Any) -> str | None:
-    """Why ``doc`` cannot be written when json.dumps, walking it in its order (a mapping's
-    key before its value), would meet a list or mapping more than :data:`MAX_JSON_DEPTH` deep
-    before anything else it refuses (a list or mapping that contains itself, a value or key
-    JSON cannot hold): nested too deeply through a list or mapping met before (as a chain of
-    YAML aliases nests), or more than MAX_JSON_DEPTH lists or mappings deep (a spec read as
-    JSON, a dict); else None.  Without recursion, each distinct list or mapping walked once,
-    then known by how many levels it nests (a chain of N aliases costs N, not its
-    expansion)."""
+def _json_size(doc: Any) -> int:
+    """The bytes ``doc`` is written as by :func:`_json_bytes` (json.dumps with a 2-space
+    indent, and a newline), counted without writing it; or the first refusal json.dumps, then
+    the reader, would meet writing it in its order (a mapping's keys before its values):
+    :class:`_NotJson` for a value JSON cannot hold, :class:`_Circular` for a list or mapping
+    that contains itself, a ValidationError when it nests more than :data:`MAX_JSON_DEPTH`
+    deep (through a list or mapping met before, as a chain of YAML aliases nests, or more
+    than MAX_JSON_DEPTH lists or mappings deep: a spec read as JSON, a dict); then
+    :class:`_NotUnicode` for the first string (in document order, a mapping's keys before
+    its values) that is not Unicode text.  Without recursion, each distinct list or mapping
+    walked once, then known by its depth and size (a chain of N aliases costs N, not its
+    expansion, however many bytes that is).
+
+    The text of a list or mapping written ``L`` levels in is its text at level 0 with ``2L``
+    more spaces after each of its newlines: so each is known by its bytes at level 0 and its
+    newlines.  Non-empty, ``n`` items: ``[``, for each item a newline, 2 spaces and the item
+    at level 1, commas between them, a newline and ``]`` (a mapping's keys each with ``": "``
+    before its value); empty: ``[]``."""
     if not isinstance(doc, (dict, list, tuple)):
-        return None
-    levels: dict[int, int] = {}  # id -> levels of a list or mapping walked whole, itself one
+        size, bad = _scalar_size(doc)
+        if bad:
+            raise _NotUnicode("cannot be written as JSON: not Unicode text", ("", doc, False))
+        return size + 1
+    known: dict[int, tuple[int, int, int]] = {}  # id -> (levels, bytes at level 0, newlines)
+    big: dict[int, tuple[int, bool]] = {}  # id -> _scalar_size of a long string or integer
     walking = {id(doc)}  # the lists and mappings open on the walk's path
-    # the path: [list or mapping, its values or items left, levels found so far, mapping?]
-    path: list[list] = [[doc, iter(doc.items() if isinstance(doc, dict) else doc), 1,
-                         isinstance(doc, dict)]]
+    surrogate: tuple[str, Any, bool] | None = None  # the first: (key path, text, a key?)
+    # the path: [list or mapping, its (key, value) pairs left, levels so far, bytes at level 0
+    # of its items so far (each at level 1, with its key and ": "), their newlines, its key]
+    path: list[list] = []
+
+    def opened(node: Any, key: Any) -> list:
+        nonlocal surrogate
+        keys = 0
+        if isinstance(node, dict):
+            for k in node:  # (json_member refused a key that is not a string)
+                if type(k) is str and len(k) < 64 and k.isascii():  # (most: at once)
+                    keys += len(_encode_json_str(k)) + 2
+                    continue
+                if not isinstance(k, str):
+                    raise _NotJson("cannot be written as JSON: a key that is not a string")
+                size, bad = _scalar_size(k) if type(k) is not str \
+                    else big.get(id(k)) or big.setdefault(id(k), _scalar_size(k))
+                keys += size + 2
+                if bad and surrogate is None:
+                    surrogate = (_trail(key) if path else "", k, True)
+            pairs = iter(node.items())
+        else:
+            pairs = enumerate(node)
+        return [node, pairs, 1, keys, 0, key]
+
+    def _trail(key: Any) -> str:  # the key path of the walk's path's last's item ``key``
+        return _step(_trail_path([(f[0], f[5]) for f in path]), path[-1][0], key)
+
+    path.append(opened(doc, None))
     while path:
         top = path[-1]
-        for kid in top[1]:
-            if top[3]:
-                key, kid = kid
-                if type(key) is not str and not _json_writes({key: None}):
-                    return None  # (json.dumps refuses the key first)
-            if not isinstance(kid, (dict, list, tuple)):
-                if not _json_writes(kid):
-                    return None  # (json.dumps refuses it first)
+        for key, kid in top[1]:
+            kind = type(kid)
+            if kind is str and len(kid) < 64 and kid.isascii():  # (most values: at once)
+                top[3] += len(_encode_json_str(kid))
                 continue
-            known = levels.get(id(kid))
-            if known is not None:  # (walked whole before: no refusal in it but its depth)
-                if len(path) + known > MAX_JSON_DEPTH:
-                    return _TOO_DEEP_ALIASES
-                top[2] = max(top[2], known + 1)
+            if kind is int and -_SMALL_INT < kid < _SMALL_INT:
+                top[3] += len(int.__repr__(kid))
+                continue
+            if not isinstance(kid, (dict, list, tuple)):
+                # (a long string or integer, which an alias may repeat, counted once)
+                got = big.get(id(kid)) or big.setdefault(id(kid), _scalar_size(kid)) \
+                    if kind is str or kind is int else _scalar_size(kid)
+                top[3] += got[0]
+                if got[1] and surrogate is None:
+                    surrogate = (_trail(key), kid, False)
+                continue
+            seen = known.get(id(kid))
+            if seen is not None:  # (walked whole before: no refusal in it but its depth)
+                if len(path) + seen[0] > MAX_JSON_DEPTH:
+                    raise ValidationError(f"cannot be written as JSON: {_TOO_DEEP_ALIASES}")
+                top[2] = max(top[2], seen[0] + 1)
+                top[3] += seen[1] + 2 * seen[2]
+                top[4] += seen[2]
                 continue
             if id(kid) in walking:
-                return None  # (it contains itself: json.dumps refuses it here)
+                raise _Circular("cannot be written as JSON: a list or mapping contains itself "
+                                "(a recursive YAML alias)")
             if len(path) == MAX_JSON_DEPTH:
-                return f"nested too deeply (more than {MAX_JSON_DEPTH} lists or mappings deep)"
+                raise ValidationError(f"cannot be written as JSON: nested too deeply (more "
+                                      f"than {MAX_JSON_DEPTH} lists or mappings deep)")
             walking.add(id(kid))
-            path.append([kid, iter(kid.items() if isinstance(kid, dict) else kid), 1,
-                         isinstance(kid, dict)])
+            path.append(opened(kid, key))
             break
         else:  # walked whole
             path.pop()
-            walking.discard(id(top[0]))
-            levels[id(top[0])] = top[2]
+            node, n = top[0], len(top[0])
+            walking.discard(id(node))
+            done = (top[2], 2 + 4 * n + top[3], n + 1 + top[4]) if n else (1, 2, 0)
+            known[id(node)] = done
             if path:
-                path[-1][2] = max(path[-1][2], top[2] + 1)
-    return None
+                up = path[-1]
+                up[2] = max(up[2], done[0] + 1)
+                up[3] += done[1] + 2 * done[2]
+                up[4] += done[2]
+    if surrogate is not None:
+        raise _NotUnicode("cannot be written as JSON: not Unicode text", surrogate)
+    return known[id(doc)][1] + 1
 
 
 def _json_bytes(obj: Any) -> bytes:
     """Deterministic JSON member bytes (2-space indent, key order kept, trailing newline).
 
-    Raises :class:`ValidationError` for what JSON cannot hold (non-string keys of the wrong
-    kind, NaN) or nests more than :data:`MAX_JSON_DEPTH` deep (:func:`_too_deep`, for the
-    reader: reader.py's ``nested too deeply``), :class:`_NotJson` for a value JSON cannot
-    hold (a date, a set, bytes, NaN), :class:`_Circular` for a list or mapping that contains
-    itself (a recursive YAML alias: ``_Assembler.acyclic`` then finds its key path),
-    :class:`_NotUnicode` for text that is not UTF-8 (a lone surrogate).  The first of these in
-    json.dumps's order is raised (a lone surrogate last: it is found encoding the text).
+    Raises, before any JSON is written (:func:`_json_size`, in json.dumps's order):
+    :class:`_NotJson` for a value JSON cannot hold (a date, a set, bytes, NaN),
+    :class:`_Circular` for a list or mapping that contains itself (a recursive YAML alias:
+    ``_Assembler.acyclic`` then finds its key path), ValidationError for one nested more than
+    :data:`MAX_JSON_DEPTH` deep (for the reader: reader.py's ``nested too deeply``); then
+    :class:`_NotUnicode` for text that is not UTF-8 (a lone surrogate), and :class:`_TooLarge`
+    for a member of more than :data:`MAX_JSON_MEMBER_BYTES` bytes (the reader's
+    ``MAX_MEMBER_BYTES``).
 
     json.dumps with an indent writes in pure Python, each token yielded up through every
     level it is nested in (a chain of 1,500 aliases took 35 s to refuse: each chain it could
-    write was written first); it writes only a value at most MAX_JSON_DEPTH deep, whose
-    text's size bounds its cost.  Deeper, the walk names the depth, or json's C encoder (no
-    indent: the same order, the same errors) what it meets before.
+    write was written first; a member of 1.7 GB of aliases took 132 s and 6.5 GB), so it
+    writes only a value at most MAX_JSON_DEPTH deep and MAX_JSON_MEMBER_BYTES long.
     """
-    deep = _nests_past_limit(obj)
-    if deep and (why := _too_deep(obj)) is not None:
-        raise ValidationError(f"cannot be written as JSON: {why}")
+    size = _json_size(obj)
+    if size > MAX_JSON_MEMBER_BYTES:
+        raise _TooLarge(size)
     try:
-        if deep:  # (something json.dumps refuses comes first: C's words, at once)
-            json.dumps(obj, ensure_ascii=False, allow_nan=False)
         text = json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-    except ValueError as err:
+    except ValueError as err:  # (cannot be: the count refuses what json.dumps refuses)
         if str(err) == "Circular reference detected":  # (json's words)
             raise _Circular("cannot be written as JSON: a list or mapping contains itself (a "
                             "recursive YAML alias)") from None
-        raise _NotJson(f"cannot be written as JSON: {err}") from None  # (NaN: from the API)
+        raise _NotJson(f"cannot be written as JSON: {err}") from None
     except RecursionError:  # (called from a deep stack: the walk lets MAX_JSON_DEPTH through)
         raise ValidationError(f"cannot be written as JSON: {_TOO_DEEP_ALIASES}") from None
-    except TypeError as err:  # (a date, a set, bytes; a date as a key)
+    except TypeError as err:  # (cannot be, as ValueError)
         raise _NotJson(f"cannot be written as JSON: {err}") from None
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError as err:  # a lone surrogate ("\\ud800" in YAML)
-        raise _NotUnicode(f"cannot be written as JSON: {err}") from None
+    return text.encode("utf-8")
 
 
 __all__ = ["Assembled", "assemble", "assemble_file", "assemble_spec", "load_spec", "same_file",
