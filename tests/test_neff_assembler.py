@@ -558,6 +558,36 @@ def test_a_json_member_500_deep_is_written_and_read_back_501_refused(base_spec, 
                             f"deeply ({why})")
 
 
+def _chain(indent: str, last: int) -> list[str]:
+    """YAML lines ``a0: &a0 [1]``, then ``aI: &aI [*aI-1]`` up to ``last``: ``aI`` is I + 1
+    lists deep."""
+    return [f"{indent}a0: &a0 [1]"] + [f"{indent}a{i}: &a{i} [*a{i - 1}]"
+                                       for i in range(1, last + 1)]
+
+
+@pytest.mark.parametrize("where", ["extra_members", "def_json"])
+def test_a_member_nested_too_deeply_through_aliases_anchored_outside_it_says_aliases(where):
+    """A chain of aliases anchored outside the member (in ``extra_members[0].json``, used by
+    ``def_json``; in ``def_json``, 499 lists deep there, used three lists in by
+    ``neff_json``) is met first in the member where it is too deep: it was named ``more than
+    500 lists or mappings deep``, as a spec read as JSON, though the spec's text is a few
+    levels deep and its aliases nest it."""
+    sg = ["subgraphs:", "  - name: sg00", "    replica_groups: [[0, 1]]",
+          "    engines: {sp: [nop]}"]
+    if where == "extra_members":
+        lines = (["extra_members:", "  - name: chain.json", "    json:"] + _chain("      ", 599)
+                 + sg + ["    def_json: {note: *a599}"])
+        field = "subgraphs[0]"
+    else:
+        lines = (sg + ["    def_json:"] + _chain("      ", 498)
+                 + ["neff_json: {neff_like_version: 1, subgraphs: [sg00], x: [[[*a498]]]}"])
+        field = "neff_json"
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(parse_spec_text("\n".join(lines) + "\n"))
+    assert str(exc.value) == (f"<spec>: field {field}: cannot be written as JSON: nested too "
+                              "deeply (a chain of YAML aliases nesting lists or mappings)")
+
+
 # -- the bytes of a JSON member (MAX_JSON_MEMBER_BYTES: the reader's MAX_MEMBER_BYTES) --------
 
 def _too_large(field: str, member: str, size: int, limit: int) -> str:
@@ -605,12 +635,13 @@ def _aliased_json_text() -> tuple[str, dict]:
     return text, yaml.safe_load(text)
 
 
-@pytest.mark.parametrize("member", ["neff_json", "extra_members"])
+@pytest.mark.parametrize("member", ["neff_json", "extra_members", "def_json"])
 def test_a_json_member_of_shared_values_is_counted_exactly_at_the_limit(
         base_spec, monkeypatch, member):
     """The bytes json.dumps (the standard library, with the 2-space indent) writes a value of
     YAML aliases as, counted from a copy without them: a limit of exactly that many bytes
-    writes the member (those bytes), one less refuses it saying that many."""
+    writes the member (those bytes), one less refuses it saying that many.  (def.json: the
+    copy is the member as written, read back, its ``note`` the value.)"""
     import nrtrewrite.neff.assembler as asm
 
     text, plain = _aliased_json_text()
@@ -620,9 +651,15 @@ def test_a_json_member_of_shared_values_is_counted_exactly_at_the_limit(
         plain.update(neff_like_version=1, subgraphs=["sg00"])
         name, field = "neff.json", "neff_json"
         base_spec["neff_json"] = value
-    else:
+    elif member == "extra_members":
         name, field = "v.json", "extra_members[0].json"
         base_spec["extra_members"] = [{"name": "v.json", "json": value}]
+    else:
+        name, field = "sg00/def.json", "subgraphs[0]"
+        base_spec["subgraphs"][0]["def_json"] = {"note": value}
+        written = json.loads(read_container(assemble_spec(base_spec)).members[name])
+        assert written["note"] == plain
+        plain = written
     want = (json.dumps(plain, indent=2, ensure_ascii=False) + "\n").encode()
     assert want.count(b"\n") > 200  # (the value is repeated, indented deeper each time)
     monkeypatch.setattr(asm, "MAX_JSON_MEMBER_BYTES", len(want))

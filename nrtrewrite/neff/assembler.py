@@ -140,6 +140,13 @@ class _SafeLoader(yaml.SafeLoader):
         active.discard(id(node))
         node.value = list(pairs.values())
 
+    def compose_node(self, parent, index):
+        """PyYAML's, noting whether the text uses an alias (``aliased``: a list or mapping
+        more than MAX_JSON_DEPTH deep is then one its aliases nest, as a YAML text cannot)."""
+        if self.check_event(yaml.events.AliasEvent):
+            self.aliased = True
+        return super().compose_node(parent, index)
+
     def _hashable_key(self, node: yaml.MappingNode, key_node: yaml.Node) -> Any:
         key = self.construct_object(key_node)
         try:  # a list or mapping as a key (`? [a, b]`): PyYAML's own error, at the key
@@ -407,6 +414,7 @@ def parse_spec_text(text: str, *, source: str = "<spec>") -> dict:
     try:
         loader = _SafeLoader(text)  # (its reader refuses a NUL or other control character here)
         loader.non_finite = False
+        loader.aliased = False
         spec = loader.get_single_data()
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
@@ -438,7 +446,14 @@ def parse_spec_text(text: str, *, source: str = "<spec>") -> dict:
     if not isinstance(spec, dict):  # (an empty text is YAML's null)
         raise ValidationError(f"a spec must be a mapping, not {_found(spec)}",
                               Where(file=source))
-    return spec
+    return _AliasedSpec(spec) if loader.aliased else spec
+
+
+class _AliasedSpec(dict):
+    """A spec read from YAML text that uses an alias: its text nests less than
+    :data:`MAX_JSON_DEPTH` (its reader stops near 490 levels), so a JSON member of it nested
+    deeper is one its aliases nest, wherever their anchors stand (in the member, or outside
+    it, where the walk of the member meets a list or mapping for the first time)."""
 
 
 def assemble_file(spec_path: str | os.PathLike, out_path: str | os.PathLike | None = None,
@@ -477,14 +492,16 @@ def assemble_spec(spec: dict, *, source: str = "<spec>") -> bytes:
 
 def assemble(spec: dict, *, source: str = "<spec>", default_name: str = "") -> Assembled:
     """Assemble a spec dict; see docs/ASSEMBLE.md."""
-    return _Assembler(source).run(spec, default_name)
+    return _Assembler(source, aliased=isinstance(spec, _AliasedSpec)).run(spec, default_name)
 
 
 # ---------------------------------------------------------------------------
 
 class _Assembler:
-    def __init__(self, source: str):
+    def __init__(self, source: str, aliased: bool = False):
         self.source = source
+        #: the spec was read from YAML text that uses an alias (:class:`_AliasedSpec`)
+        self.aliased = aliased
         #: ranks the spec's "first..last" ranges have expanded to so far, all groups of all
         #: subgraphs together (at most MAX_TOPOLOGY_RANKS: each costs about 150 bytes)
         self.range_ranks = 0
@@ -509,7 +526,7 @@ class _Assembler:
         try:
             if isinstance(obj, (dict, list)) and _key_not_string(obj):
                 raise _NotJson("a key that is not a string")  # (named below)
-            return _json_bytes(obj)
+            return _json_bytes(obj, self.aliased)
         except _Circular as err:
             self.acyclic(obj, path, field)  # raises, at the key path
             raise self.err(path, err.why) from None  # (cannot be: the walk finds every cycle)
@@ -1397,14 +1414,15 @@ _encode_json_str = json.encoder.encode_basestring
 _SMALL_INT = 1 << 64
 
 
-def _json_size(doc: Any) -> int:
+def _json_size(doc: Any, aliased: bool = False) -> int:
     """The bytes ``doc`` is written as by :func:`_json_bytes` (json.dumps with a 2-space
     indent, and a newline), counted without writing it; or the first refusal json.dumps, then
     the reader, would meet writing it in its order (a mapping's keys before its values):
     :class:`_NotJson` for a value JSON cannot hold, :class:`_Circular` for a list or mapping
     that contains itself, a ValidationError when it nests more than :data:`MAX_JSON_DEPTH`
-    deep (through a list or mapping met before, as a chain of YAML aliases nests, or more
-    than MAX_JSON_DEPTH lists or mappings deep: a spec read as JSON, a dict); then
+    deep (through a list or mapping met before, as a chain of YAML aliases nests, or when
+    ``aliased``, a spec of YAML aliases, whose text cannot nest so deep; else more than
+    MAX_JSON_DEPTH lists or mappings deep: a spec read as JSON, a dict); then
     :class:`_NotUnicode` for the first string (in document order, a mapping's keys before
     its values) that is not Unicode text.  Without recursion, each distinct list or mapping
     walked once, then known by its depth and size (a chain of N aliases costs N, not its
@@ -1482,8 +1500,9 @@ def _json_size(doc: Any) -> int:
                 raise _Circular("cannot be written as JSON: a list or mapping contains itself "
                                 "(a recursive YAML alias)")
             if len(path) == MAX_JSON_DEPTH:
-                raise ValidationError(f"cannot be written as JSON: nested too deeply (more "
-                                      f"than {MAX_JSON_DEPTH} lists or mappings deep)")
+                raise ValidationError("cannot be written as JSON: " + (
+                    _TOO_DEEP_ALIASES if aliased else
+                    f"nested too deeply (more than {MAX_JSON_DEPTH} lists or mappings deep)"))
             walking.add(id(kid))
             path.append(opened(kid, key))
             break
@@ -1503,7 +1522,7 @@ def _json_size(doc: Any) -> int:
     return known[id(doc)][1] + 1
 
 
-def _json_bytes(obj: Any) -> bytes:
+def _json_bytes(obj: Any, aliased: bool = False) -> bytes:
     """Deterministic JSON member bytes (2-space indent, key order kept, trailing newline).
 
     Raises, before any JSON is written (:func:`_json_size`, in json.dumps's order):
@@ -1520,7 +1539,7 @@ def _json_bytes(obj: Any) -> bytes:
     write was written first; a member of 1.7 GB of aliases took 132 s and 6.5 GB), so it
     writes only a value at most MAX_JSON_DEPTH deep and MAX_JSON_MEMBER_BYTES long.
     """
-    size = _json_size(obj)
+    size = _json_size(obj, aliased)
     if size > MAX_JSON_MEMBER_BYTES:
         raise _TooLarge(size)
     try:
