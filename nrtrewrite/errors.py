@@ -183,9 +183,12 @@ def _splits_pair(text: str, cut: int) -> bool:
 
 
 def cut_middle(text: str, limit: int, head: int, tail: int,
-               form: str = "{head} ... ({n} characters in all) ... {tail}") -> str:
+               form: str = "{head} ... ({n} characters in all) ... {tail}",
+               chars: int | None = None) -> str:
     """``text`` if it has at most ``limit`` characters, else its first ``head`` and last
-    ``tail`` characters (none for 0) and its length ``n`` put in ``form``: by default
+    ``tail`` characters (none for 0) and its length ``n`` (``chars`` when given: the length
+    of the text ``text`` shows, a reason escaped for a stream or held cut,
+    :data:`MAX_HELD_WHY_CHARS`) put in ``form``: by default
     around ``... (N characters in all) ...``; a message that has long shown a cut value its
     own way (``'123456789012...'``, ``ab...yz (N characters)``) gives that form.  A cut
     never splits a backslash escape (``\\u00e8``, ``\\x1b``, ``\\\\``, ``\\"``: text
@@ -199,6 +202,7 @@ def cut_middle(text: str, limit: int, head: int, tail: int,
     lone surrogate's escape, half of no pair, is kept as any other."""
     if len(text) <= limit:
         return text
+    n = len(text) if chars is None else chars
     start = len(text) - tail if tail else len(text)
     if (split := _escape_around(text, head)) is not None:
         head = split[0]
@@ -208,7 +212,7 @@ def cut_middle(text: str, limit: int, head: int, tail: int,
         start = split[1]
     if tail and _splits_pair(text, start):
         start += 6
-    return form.format(head=text[:head], tail=text[start:], n=len(text))
+    return form.format(head=text[:head], tail=text[start:], n=n)
 
 
 def json_text(value: Any) -> str:
@@ -254,8 +258,23 @@ def did_you_mean(word: Any, names: Iterable[str], listed: str = "",
     return f" ({body})" if body else ""
 
 
-def _capped(why: str) -> str:
-    return cut_middle(why, MAX_WHY_CHARS, MAX_WHY_CHARS - 300, 200)
+def capped_why(reason: str, chars: int | None = None) -> str:
+    """A reason as it is shown (an error line's ``<why>``; ``simulate``'s ``detail``, in its
+    ``--json`` and, escaped for stdout, in its table; docs/CLI.md "Errors"): past
+    :data:`MAX_WHY_CHARS` characters its first 700 and last 200 around ``... (N characters
+    in all) ...``, ``N`` being ``chars`` (the whole reason's length, for one held cut or
+    escaped for a stream) or its own."""
+    return cut_middle(reason, MAX_WHY_CHARS, MAX_WHY_CHARS - 300, 200, chars=chars)
+
+
+#: Characters of a reason an error holds whole: far above what is shown of it
+#: (:data:`MAX_WHY_CHARS`), so that the reason is cut once, where it is shown, and a reason
+#: quoted in another's is quoted whole; a longer one (a value of megabytes quoted whole) is
+#: held as its first 60,000 and last 30,000 characters around the cut's mark, and its
+#: whole length (:attr:`NrtRewriteError.reason_chars`), so that an error holds no
+#: unbounded text and what is shown of it is the same.
+MAX_HELD_WHY_CHARS = 100_000
+_HELD_HEAD, _HELD_TAIL = 60_000, 30_000
 
 
 #: Characters of an error line printed whole; a longer one (a location, a path or an
@@ -309,14 +328,37 @@ class NrtRewriteError(Exception):
 
     exit_code = 2
 
-    def __init__(self, why: str, where: Where | None = None, **where_kw: Any):
+    def __init__(self, why: str, where: Where | None = None, *, left_out: int = 0,
+                 **where_kw: Any):
+        """``why``: the reason, whole; ``left_out``: how many characters of it are not in
+        ``why`` (a reason that quotes another error's :attr:`reason` held cut passes that
+        error's :attr:`left_out`, so that its count is the whole's)."""
         # (a reason quotes its names escaped or with repr; the location escapes its own:
-        # Where.__str__; so the reason is only guarded, never escaped a second time), then
-        # capped: the cap counts its escapes (until 2026-12-07 they came after it, so a
-        # reason of 1,000 control characters was 4,000 characters: simulate's detail cell)
-        self.why = _capped(escape_line(why))
+        # Where.__str__; so the reason is only guarded, never escaped a second time), and
+        # held whole (up to MAX_HELD_WHY_CHARS): it is cut where it is shown, its escapes
+        # counted (why, line(); until 2026-12-07 it was cut here, and simulate's detail
+        # cell, given the cut reason, looked for the cut's mark in it to count it once)
+        why = escape_line(why)
+        #: the whole reason's length, escaped (of which :attr:`reason` may hold a part)
+        self.reason_chars = len(why) + left_out
+        #: the reason, escaped, whole up to :data:`MAX_HELD_WHY_CHARS` characters
+        self.reason = why if len(why) <= MAX_HELD_WHY_CHARS else cut_middle(
+            why, MAX_HELD_WHY_CHARS, _HELD_HEAD, _HELD_TAIL, chars=self.reason_chars)
         self.where = (where or Where()).merged(**where_kw)
         super().__init__(self.line())
+
+    @property
+    def left_out(self) -> int:
+        """The whole reason's length less :attr:`reason`'s (0 unless it is past
+        :data:`MAX_HELD_WHY_CHARS`; the mark held in place of its middle counted as held):
+        what a reason quoting :attr:`reason` passes as its own ``left_out``."""
+        return self.reason_chars - len(self.reason)
+
+    @property
+    def why(self) -> str:
+        """The reason as the error line shows it (:func:`capped_why`, docs/CLI.md "Errors":
+        past 1,000 characters its first 700 and last 200, the whole's count between)."""
+        return capped_why(self.reason, self.reason_chars)
 
     def line(self) -> str:
         loc = str(self.where)

@@ -235,7 +235,7 @@ def _simulated(model_path: str, out: Path, tmp: Path, ranks: list[int] | None,
         raise NrtRewriteError(
             f"simulate refuses the lowered output ({what}); nothing written: a golden is only "
             f"packed from an output simulate accepts (nrtrewrite simulate "
-            f"{escape_path(model_path)})")
+            f"{escape_path(model_path)})", left_out=bad.detail_left_out if bad else 0)
 
 
 def _fail(line: str) -> None:

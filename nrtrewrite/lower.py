@@ -510,10 +510,10 @@ def _with_runs(err: NrtRewriteError, plan: LoweringPlan, tp: TriggerPlan) -> Nrt
     override's clause for the op names this engine alone; an exclusion, an allow-list or a
     clause of another op forced nothing, the default selection took the engine within it.
     Any other error as it is."""
-    if not isinstance(err, LimitError) or "(TPINC_MAX_BDS)" not in err.why:
+    if not isinstance(err, LimitError) or "(TPINC_MAX_BDS)" not in err.reason:
         return err
-    why = tpinc_refusal(err.why, tp.trigger, tp.selection, plan.algo_source)
-    return err if why is None else LimitError(why, err.where)
+    why = tpinc_refusal(err.reason, tp.trigger, tp.selection, plan.algo_source)
+    return err if why is None else LimitError(why, err.where, left_out=err.left_out)
 
 
 def tpinc_refusal(why: str, trigger: Trigger, selection: Selection,

@@ -1009,7 +1009,8 @@ def parse_algo_override(text: str | None) -> AlgoOverride | None:
             try:
                 algs.update(parse_alg_name(w))
             except ValidationError as err:
-                raise ValidationError(f"{source} {text!r}: {err.why}", field=source) from None
+                raise ValidationError(f"{source} {text!r}: {err.reason}", field=source,
+                                      left_out=err.left_out) from None
         if target in targets:
             what = ("every collective" if target is None else
                     target if isinstance(target, str) else target.name)

@@ -5,6 +5,7 @@ where an integer belongs - made a 1.5 MB line)."""
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -16,6 +17,7 @@ from nrtrewrite.errors import MAX_WHY_CHARS, ValidationError
 
 #: A Latin-1 locale made without root (its module-scoped fixture, shared)
 latin1 = test_names_locale.latin1
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def test_a_long_reason_is_cut_in_the_middle():
@@ -40,6 +42,10 @@ def test_assemble_of_a_huge_wrong_value_is_one_short_line(tmp_path):
     line, = res.stderr.splitlines()
     assert "field subgraphs[0].vars[0].var_id: must be an integer, not '7777" in line
     assert "characters in all" in line and len(line) < 1200, len(line)
+    # (the reason, `must be an integer, not '77...7'`, is counted whole, though an error
+    # holds at most MAX_HELD_WHY_CHARS of it: 24 + 200,002 characters)
+    assert line.count(" characters in all) ") == 1
+    assert f" ... ({len('must be an integer, not ') + 200_002} characters in all) ... " in line
 
 
 def _ar2_with(extra: dict[str, bytes] | None = None, json_text=None) -> bytes:
@@ -453,10 +459,12 @@ def test_a_reason_is_capped_after_its_control_characters_are_escaped():
 
 def test_simulates_detail_cell_is_capped_as_written_on_an_ascii_stdout(monkeypatch):
     """docs/CLI.md "simulate": the verdict table's detail is escaped as the table writes it,
-    then capped as a reason is.  A detail of 1,000 `é` (a reason at its cap) on an ASCII
-    stdout is 1,000 `\\xe9`, 4,000 characters: its first 700 (175 escapes) and last 200 (50
-    escapes), `... (4000 characters in all) ...` between.  Until 2026-12-07 the cell was
-    escaped after the cap, 4,000 characters."""
+    then capped as a reason is shown.  A detail of 1,000 `é` (a reason at its cap) on an
+    ASCII stdout is 1,000 `\\xe9`, 4,000 characters: its first 700 (175 escapes) and last
+    200 (50 escapes), `... (1000 characters in all) ...` between, the reason's length as
+    its error line and `--json` count it.  Until 2026-12-07 the cell was escaped after the
+    cap, 4,000 characters; then, for a while, it counted `(4000 characters in all)` where a
+    reason of 1,001 `é` counted 1,001."""
     import io
     import sys
 
@@ -472,18 +480,18 @@ def test_simulates_detail_cell_is_capped_as_written_on_an_ascii_stdout(monkeypat
     res.stats = {}
     buf = io.StringIO()
     render(res, Console(file=buf, width=3000, color_system=None, highlight=False))
-    want = "\\xe9" * 175 + " ... (4000 characters in all) ... " + "\\xe9" * 50
+    want = "\\xe9" * 175 + " ... (1000 characters in all) ... " + "\\xe9" * 50
     row, = [line for line in buf.getvalue().splitlines() if " error " in line]
     assert row.split("\u2502")[5].strip() == want
 
 
 def test_simulates_detail_cell_of_a_cut_reason_keeps_the_reasons_count(monkeypatch):
-    """docs/CLI.md "simulate": a detail that is a reason already cut at its cap keeps that
-    reason's count, its part before the mark escaped and cut to 700 characters, its part
-    after to the last 200.  A reason of 2,000 `é` is its first 700 and last 200 `é` around
-    `(2000 characters in all)`; on an ASCII stdout each `é` is `\\xe9`: 175 of them, the
-    count, 50 of them.  Until 2026-12-07 the escaped cut text (3,634 characters) was cut
-    again: `(3634 characters in all)`, the length of neither."""
+    """docs/CLI.md "simulate": a reason past its cap (2,000 `é`) is held whole and cut
+    where it is shown: its error line's `<why>` is its first 700 and last 200 `é` around
+    `(2000 characters in all)`; the cell, on an ASCII stdout (each `é` `\\xe9`), 175
+    escapes, the same count, 50 escapes.  Until 2026-12-07 the error held its reason cut
+    and the cell cut the escaped cut text again: `(3634 characters in all)`, the length of
+    neither."""
     import io
     import sys
 
@@ -495,10 +503,11 @@ def test_simulates_detail_cell_of_a_cut_reason_keeps_the_reasons_count(monkeypat
 
     monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
     res = SimulationResult(output="o", seed=0)
-    why = SimulationError("\u00e9" * 2000).why
-    assert why == "\u00e9" * 700 + " ... (2000 characters in all) ... " + "\u00e9" * 200
+    err = SimulationError("\u00e9" * 2000)
+    assert err.why == "\u00e9" * 700 + " ... (2000 characters in all) ... " + "\u00e9" * 200
+    assert err.reason == "\u00e9" * 2000  # (whole: the simulator's detail)
     res.triggers = [TriggerResult(0, "allreduce", "allreduce", "fp32", 8, 2, status="error",
-                                  detail=why)]
+                                  detail=err.reason)]
     res.stats = {}
     buf = io.StringIO()
     render(res, Console(file=buf, width=3000, color_system=None, highlight=False))
@@ -513,9 +522,9 @@ NAME_WITH_A_MARK = "v ... (5 characters in all) ... w"  # (a model's name: any t
 def test_simulates_detail_cell_takes_a_mark_in_a_name_for_text(monkeypatch):
     """A reason of 941 characters, not cut, quoting a name that holds the mark's text: the
     cell is the reason escaped (`var '...': ` then 900 `\\xe9`, 3,641 characters) and cut
-    as a whole, its first 700 and last 200 around its own count (review 52n, r5cell2.py:
-    until 2026-12-07 the name's mark was taken for the cut, `(5 characters in all)` the only
-    count, and the cell 237 characters)."""
+    as a whole, its first 700 and last 200 around the reason's count, 941 (review 52n,
+    r5cell2.py: until 2026-12-07 the name's mark was taken for the cut, `(5 characters in
+    all)` the only count, and the cell 237 characters)."""
     import io
     import sys
 
@@ -524,16 +533,16 @@ def test_simulates_detail_cell_takes_a_mark_in_a_name_for_text(monkeypatch):
     monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
     prefix = f"var {NAME_WITH_A_MARK!r}: "  # (41 characters)
     cell = detail_cell(prefix + "\u00e9" * 900).plain
-    n = len(prefix) + 4 * 900
+    n = len(prefix) + 900
     assert cell == (prefix + "\\xe9" * ((700 - len(prefix)) // 4) + " ... "
                     f"({n} characters in all) ... " + "\\xe9" * 50)
 
 
 def test_simulates_detail_cell_of_a_cut_reason_quoting_a_mark_keeps_the_real_count(
         monkeypatch):
-    """The same name before 2,000 `é`: the reason, 2,041 characters, is cut at its cap, a
-    second mark; the cell keeps the cut's count, 2,041, the name's mark in its head (until
-    2026-12-07 two marks: the escaped text cut again, `(3511 characters in all)`)."""
+    """The same name before 2,000 `é`: the reason, 2,041 characters, is past its cap; the
+    cell cuts it once, the count 2,041, the name's mark in its head (until 2026-12-07 two
+    marks: the escaped cut text cut again, `(3511 characters in all)`)."""
     import io
     import sys
 
@@ -542,8 +551,7 @@ def test_simulates_detail_cell_of_a_cut_reason_quoting_a_mark_keeps_the_real_cou
 
     monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
     prefix = f"var {NAME_WITH_A_MARK!r}: "
-    why = SimulationError(prefix + "\u00e9" * 2000).why
-    cell = detail_cell(why).plain
+    cell = detail_cell(SimulationError(prefix + "\u00e9" * 2000).reason).plain
     assert cell == (prefix + "\\xe9" * ((700 - len(prefix)) // 4) + " ... "
                     "(2041 characters in all) ... " + "\\xe9" * 50)
 
@@ -563,3 +571,102 @@ def test_inspect_jsons_warning_is_capped_as_the_warning_line_is(tmp_path):
     assert len(f"{model}: field hash") > 2000 and doc["file"] == model
     assert doc["warnings"] == [{"where": f"{_cut_run(model + ':')} field hash",
                                 "message": "payload hash not verified"}]
+
+
+def test_a_reason_holding_the_cut_marks_exact_text_is_shown_as_text(monkeypatch):
+    """A reason of 934 characters, not past its cap, that holds the cut's mark where a cut
+    would put it (700 `é`, `... (1500 characters in all) ...`, 200 `é`: a name quoted
+    there is any text).  Its error line's `<why>` is the reason whole; the cell, on an
+    ASCII stdout 3,634 characters, is cut once, its first 700 (175 escapes) and last 200
+    (50) around the reason's count, 934 (docs/CLI.md "simulate"); `--json`'s `detail` is
+    the reason whole.  Until 2026-12-07 the cell took the text for a cut reason's mark and
+    showed `(1500 characters in all)`, a length the reason never had."""
+    import io
+    import sys
+
+    from nrtrewrite.cli.simulate import detail_cell
+    from nrtrewrite.errors import SimulationError
+    from nrtrewrite.simulate.result import TriggerResult
+
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
+    reason = "\u00e9" * 700 + " ... (1500 characters in all) ... " + "\u00e9" * 200
+    assert len(reason) == 934
+    err = SimulationError(reason, trigger=0)
+    assert err.why == reason and err.line() == "trigger 0: " + reason
+    assert detail_cell(err.reason).plain == (
+        "\\xe9" * 175 + " ... (934 characters in all) ... " + "\\xe9" * 50)
+    tr = TriggerResult(0, "allreduce", "allreduce", "fp32", 8, 2, status="error",
+                       detail=err.reason)
+    assert tr.to_json()["detail"] == reason
+
+
+def test_the_simulators_verdict_holds_a_protocol_errors_reason_whole():
+    """A protocol error naming a trigger: the trigger's `detail` is the reason whole, cut
+    only where shown: `--json`'s `detail` and the cell as a reason is, past 1,000 characters
+    its first 700 and last 200 around the whole's count (docs/CLI.md "simulate"), once.
+    Until 2026-12-07 the detail was the reason already cut (`SimulationError.why`), and the
+    cell looked for that cut's mark in it to count it once."""
+    from types import SimpleNamespace
+
+    from nrtrewrite.cli.simulate import detail_cell
+    from nrtrewrite.errors import SimulationError
+    from nrtrewrite.simulate.engine import Simulator
+    from nrtrewrite.simulate.result import SimulationResult, TriggerResult
+
+    reason = "leg " + "x" * 1500 + " ... (9 characters in all) ... " + "y" * 300
+    tr = TriggerResult(3, "allreduce", "allreduce", "fp32", 8, 2, status="match")
+    engine = SimpleNamespace(names_within=None, verdict={3: tr})
+    res = SimulationResult(output="o", seed=0)
+    Simulator._record(engine, res, SimulationError(reason, trigger=3))
+    assert (tr.status, tr.detail) == ("error", reason)
+    assert tr.detail_left_out == 0
+    n = 4 + 1500 + len(" ... (9 characters in all) ... ") + 300
+    want = "leg " + "x" * 696 + f" ... ({n} characters in all) ... " + "y" * 200
+    assert tr.to_json()["detail"] == want
+    assert detail_cell(tr.detail, tr.detail_left_out).plain == want
+    assert res.error == "trigger 3: " + want  # (the line: 1,000 + 11 characters, not cut)
+
+
+def test_a_reason_quoting_another_errors_long_reason_is_cut_once(tmp_path):
+    """`--algo allreduce:NAME`, an unknown NAME of 2,000 `x`: the reason quotes the
+    option's text whole and, after it, the reason the name was refused for, which quotes it
+    too.  The line cuts that reason once, counting it whole (`--algo '...': ` and the inner
+    reason).  Until
+    2026-12-07 the inner reason came cut (at 1,000) and the whole was cut again:
+    `(2955 characters in all)`, the length of neither (the whole is 4,230)."""
+    import pytest
+
+    from nrtrewrite.select import parse_alg_name
+
+    name = "x" * 2000
+    with pytest.raises(ValidationError) as inner:  # (a short name: its line whole)
+        parse_alg_name("zzz")
+    known = inner.value.line().split("unknown algorithm 'zzz'", 1)[1]  # (` (known: ...)`)
+    assert known.startswith(" (known: ")
+    text = f"allreduce:{name}"
+    n = len(f"--algo {text!r}: unknown algorithm {name!r}{known}")
+    res = CliRunner().invoke(main, ["lower", str(FIXTURES / "ar2.neff"), "--algo", text,
+                                    "-o", str(tmp_path / "o")])
+    assert res.exit_code == 2 and not (tmp_path / "o").exists()
+    line, = res.stderr.splitlines()
+    assert line.count(" characters in all) ") == 1
+    assert f" ... ({n} characters in all) ... " in line, line[-400:]
+    assert line.endswith(f"{name!r}{known}"[-200:])
+
+
+def test_an_error_holds_a_huge_reason_bounded_and_counts_it_whole():
+    """A reason past MAX_HELD_WHY_CHARS (300,001 characters) is held as its first 60,000
+    and last 30,000 around the cut's mark, and its whole length; shown, it is its first 700
+    and last 200 around the whole's count, as a reason held whole would be; a reason
+    quoting it (with its ``left_out``) counts the whole too."""
+    from nrtrewrite.errors import MAX_HELD_WHY_CHARS
+
+    err = ValidationError("A" * 300_000 + "Z", field="x")
+    assert err.reason_chars == 300_001 and len(err.reason) <= MAX_HELD_WHY_CHARS
+    assert err.reason == ("A" * 60_000 + " ... (300001 characters in all) ... "
+                          + "A" * 29_999 + "Z")
+    assert err.why == "A" * 700 + " ... (300001 characters in all) ... " + "A" * 199 + "Z"
+    assert err.line() == "field x: " + err.why
+    outer = ValidationError("spec " + err.reason + "!", left_out=err.left_out)
+    assert outer.why == ("spec " + "A" * 695 + " ... (300007 characters in all) ... "
+                         + "A" * 198 + "Z!")

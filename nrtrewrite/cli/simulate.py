@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import tempfile
 from pathlib import Path
@@ -33,8 +32,8 @@ from nrtrewrite.cli import (IntRange, JsonErrorCommand, OneValue, PathArg, and_l
 from nrtrewrite.cli.lower import (
     common_lowering_options, load_and_plan, unverified_hash_warning, warn,
 )
-from nrtrewrite.errors import (MAX_WHY_CHARS, NrtRewriteError, OutputError, cut_line,
-                               cut_middle, escape_line, path_text)
+from nrtrewrite.errors import (NrtRewriteError, OutputError, capped_why, cut_line,
+                               escape_line, path_text)
 from nrtrewrite.neff.reader import read_model, read_model_bytes
 from nrtrewrite.neff.writer import NAME_MAX
 from nrtrewrite.simulate import SimulationResult, simulate_output, verify_checksums
@@ -68,53 +67,20 @@ def _run(out: Path, seed: int, show_progress: bool, model=None,
                                memory_check=memory_check, names_within=names_within)
 
 
-#: The mark a capped reason holds where its middle was cut (:func:`cut_middle`'s form).
-_CUT_MARK = re.compile(r" \.\.\. \((\d+) characters in all\) \.\.\. ")
-
-
-#: How many characters fewer than its first 700 or last 200 a cut may keep, so as not to
-#: split an escape (:func:`~nrtrewrite.errors.cut_middle`: a surrogate pair's two, 12).
-_CUT_SLACK = 12
-
-
-def _cut_mark(detail: str) -> "re.Match | None":
-    """The mark of ``detail`` cut at a reason's cap, when it has the exact shape that cut
-    gives (:func:`~nrtrewrite.errors.cut_middle` of ``MAX_WHY_CHARS``: a head of 700
-    characters, the mark, a tail of 200, each up to :data:`_CUT_SLACK` fewer, and a count
-    more than the cap and than the head and tail kept); None otherwise."""
-    head, tail = MAX_WHY_CHARS - 300, 200
-    for mark in _CUT_MARK.finditer(detail):
-        kept_tail = len(detail) - mark.end()
-        count = int(mark.group(1))
-        if head - _CUT_SLACK <= mark.start() <= head \
-                and tail - _CUT_SLACK <= kept_tail <= tail \
-                and count > MAX_WHY_CHARS and count > mark.start() + kept_tail:
-            return mark
-    return None
-
-
-def detail_cell(detail: str) -> Text:
-    """The verdict table's ``detail`` cell: escaped as the table writes it (its control
-    characters, and what stdout's encoding cannot hold: :func:`plain_line`), then capped as
-    a reason is (past :data:`~nrtrewrite.errors.MAX_WHY_CHARS` characters its first 700 and
-    last 200, ``... (N characters in all) ...``, docs/CLI.md "simulate"), the escapes
-    counted.  Until 2026-12-07 it was escaped after the cap: 1,000 characters of a name
-    that an ASCII stdout escapes (``\\xe9``, 4 each) made a cell of 4,000.  A detail that
-    is a reason already cut at its own cap (one mark) keeps the reason's count, its part
-    before the mark escaped and cut to 700 characters, its part after to the last 200: one
-    count in the cell (until 2026-12-07 the escaped cut text was cut again, and its count,
-    ``(3634 characters in all)`` for a reason of 2,000, was the length of neither).  Only a
-    mark where the cut puts it counts (:func:`_cut_mark`): one inside a name the reason
-    quotes is text (until 2026-12-07 any one mark was taken for the cut, and of two, none)."""
-    mark = _cut_mark(detail)
-    if mark is None:
-        return Text(cut_middle(plain_line(detail).plain, MAX_WHY_CHARS, MAX_WHY_CHARS - 300,
-                               200))
-    head = plain_line(detail[:mark.start()]).plain
-    tail = plain_line(detail[mark.end():]).plain
-    head = cut_middle(head, MAX_WHY_CHARS - 300, MAX_WHY_CHARS - 300, 0, form="{head}")
-    tail = cut_middle(tail, 200, 0, 200, form="{tail}")
-    return Text(f"{head} ... ({mark.group(1)} characters in all) ... {tail}")
+def detail_cell(detail: str, left_out: int = 0) -> Text:
+    """The verdict table's ``detail`` cell: ``detail``, whole (a protocol error's reason),
+    escaped as the table writes it (its control characters, and what stdout's encoding
+    cannot hold: :func:`plain_line`), then capped as a reason is shown (docs/CLI.md
+    "simulate"): past :data:`~nrtrewrite.errors.MAX_WHY_CHARS` characters as written, its
+    first 700 and last 200 (an escape kept whole), ``... (N characters in all) ...``
+    between, ``N`` the reason's length as its error line and ``--json``'s ``detail`` count
+    it (its control characters' escapes counted, and the ``left_out`` characters of one
+    held cut; not stdout's escapes).  Cut here only: until 2026-12-07 the error cut its
+    reason first and the cell looked for that cut's mark in it, so a reason of 1,001 `é`
+    counted 1,001 on an ASCII stdout where one of 1,000 counted 4,000 (the length as
+    written), and a reason quoting the mark's text could be taken for a cut one."""
+    reason = escape_line(detail)  # (an error's reason is so already: the same text)
+    return Text(capped_why(plain_line(reason).plain, len(reason) + left_out))
 
 
 def render(res: SimulationResult, con: Console) -> None:
@@ -125,7 +91,7 @@ def render(res: SimulationResult, con: Console) -> None:
     for tr in res.triggers:
         style = _STYLE.get(tr.status, "")
         table.add_row(str(tr.trigger), tr.label, f"{tr.ranks_checked}/{tr.group_size}",
-                      f"[{style}]{tr.status}[/]", detail_cell(tr.detail or ""))
+                      f"[{style}]{tr.status}[/]", detail_cell(tr.detail or "", tr.detail_left_out))
     print_table(con, table)
     st = res.stats
     good = sum(t.status == "match" for t in res.triggers)

@@ -377,7 +377,8 @@ def load_spec(path: str | os.PathLike) -> dict:
         data = read_file_bytes(path, MAX_SPEC_FILE_BYTES)
     except LimitError as err:
         # ("file of N bytes exceeds the limit of M bytes", or one that grew while read)
-        raise LimitError(f"spec {err.why} (MAX_SPEC_FILE_BYTES)", Where(file=path)) from None
+        raise LimitError(f"spec {err.reason} (MAX_SPEC_FILE_BYTES)", Where(file=path),
+                         left_out=err.left_out) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -509,8 +510,9 @@ class _Assembler:
         self.walking: set[int] = set()
 
     # -- helpers ------------------------------------------------------------
-    def err(self, path: str, why: str) -> ValidationError:
-        return ValidationError(why, Where(file=self.source, field=path or None))
+    def err(self, path: str, why: str, left_out: int = 0) -> ValidationError:
+        return ValidationError(why, Where(file=self.source, field=path or None),
+                               left_out=left_out)
 
     def json_member(self, obj: Any, member: str, path: str, field=None) -> bytes:
         """``obj`` as a JSON member (:func:`_json_bytes`), or a spec error at ``path``; a
@@ -529,11 +531,12 @@ class _Assembler:
             return _json_bytes(obj, self.aliased)
         except _Circular as err:
             self.acyclic(obj, path, field)  # raises, at the key path
-            raise self.err(path, err.why) from None  # (cannot be: the walk finds every cycle)
+            # (cannot be: the walk finds every cycle)
+            raise self.err(path, err.reason, err.left_out) from None
         except _NotJson as err:
             found = _not_json(obj)
             if found is None:  # (cannot be: json.dumps refuses only what the walk finds)
-                raise self.err(path, err.why) from None
+                raise self.err(path, err.reason, err.left_out) from None
             sub, val, is_key = found
             raise self.err(field(sub) if field else _joined(path, sub),
                            _not_json_why(val, is_key)) from None
@@ -548,7 +551,7 @@ class _Assembler:
                                  f"{MAX_JSON_MEMBER_BYTES} bytes a member may hold "
                                  "(MAX_MEMBER_BYTES, the reader's limit)") from None
         except ValidationError as err:
-            raise self.err(path, err.why) from None
+            raise self.err(path, err.reason, err.left_out) from None
 
     def acyclic(self, obj: Any, path: str, field=None) -> None:
         """Refuse a list or mapping in ``obj`` that contains itself (a recursive YAML alias,

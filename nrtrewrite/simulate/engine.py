@@ -336,8 +336,9 @@ class Simulator:
         except OutputError:
             raise
         except NrtRewriteError as exc:  # (its location is the file: named once)
-            raise SimulationError(f"cannot read the rewritten NEFF: {exc.why}",
-                                  exc.where.merged(file=str(path))) from None
+            raise SimulationError(f"cannot read the rewritten NEFF: {exc.reason}",
+                                  exc.where.merged(file=str(path)),
+                                  left_out=exc.left_out) from None
         if model.triggers:
             t = model.triggers[0]
             raise SimulationError(f"the rewritten NEFF still holds a collective trigger "
@@ -568,7 +569,9 @@ class Simulator:
         res.error_trigger = trig
         if trig is not None and trig in self.verdict:
             self.verdict[trig].status = ERROR
-            self.verdict[trig].detail = exc.why
+            # (the reason whole: the table's cell and --json cut it, each as it shows it)
+            self.verdict[trig].detail = exc.reason
+            self.verdict[trig].detail_left_out = exc.left_out
 
     def _finish(self, res: SimulationResult) -> None:
         for tr in res.triggers:

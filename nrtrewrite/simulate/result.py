@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nrtrewrite.errors import path_text
+from nrtrewrite.errors import capped_why, path_text
 
 MATCH = "match"
 MISMATCH = "mismatch"
@@ -25,7 +25,12 @@ class TriggerResult:
     ranks_checked: int = 0
     mismatched_elements: int = 0
     unwritten_bytes: int = 0
+    #: what the verdict says, whole (a protocol error's reason: ``SimulationError.reason``);
+    #: the table's cell and ``--json``'s ``detail`` cut it as each shows it
     detail: str = ""
+    #: how many characters of the whole detail ``detail`` does not hold (a reason held
+    #: cut, past ``errors.MAX_HELD_WHY_CHARS``: ``SimulationError.left_out``)
+    detail_left_out: int = 0
     first_mismatch: dict | None = None
     #: the trigger's ALU op as the manifest's ``alu_op`` (``ADD``, ``MAX``, ``MIN``; None for
     #: an all-gather)
@@ -35,6 +40,7 @@ class TriggerResult:
         if self.status in (MATCH, NOT_RUN) or not self.detail:
             self.status = status
             self.detail = detail
+            self.detail_left_out = 0
 
     def to_json(self) -> dict:
         return {"trigger": self.trigger, "op": self.op, "dtype": self.dtype,
@@ -42,7 +48,10 @@ class TriggerResult:
                 "num_elements": self.num_elements, "group_size": self.group_size,
                 "status": self.status, "ranks_checked": self.ranks_checked,
                 "mismatched_elements": self.mismatched_elements,
-                "unwritten_bytes": self.unwritten_bytes, "detail": self.detail,
+                "unwritten_bytes": self.unwritten_bytes,
+                # (capped as a reason is shown, docs/CLI.md "Errors": JSON holds every
+                # character, so none is escaped for a stream's encoding)
+                "detail": capped_why(self.detail, len(self.detail) + self.detail_left_out),
                 "first_mismatch": self.first_mismatch}
 
 
