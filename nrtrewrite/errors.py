@@ -133,8 +133,10 @@ def counted(n, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-#: Characters of an error's reason kept whole; a longer one (a value quoted in full: a
-#: list of a million numbers where an integer belongs) keeps its start and its end.
+#: Characters of an error's reason shown whole (:func:`capped_why`: its error line, a
+#: ``--json`` document, ``simulate``'s detail); a longer one (a value quoted in full: a list
+#: of a million numbers where an integer belongs) shows its start and its end.  The error
+#: holds it whole (:data:`MAX_HELD_WHY_CHARS`).
 MAX_WHY_CHARS = 1000
 
 

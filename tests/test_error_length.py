@@ -667,6 +667,12 @@ def test_an_error_holds_a_huge_reason_bounded_and_counts_it_whole():
                           + "A" * 29_999 + "Z")
     assert err.why == "A" * 700 + " ... (300001 characters in all) ... " + "A" * 199 + "Z"
     assert err.line() == "field x: " + err.why
+    from nrtrewrite.cli.simulate import detail_cell
+    from nrtrewrite.simulate.result import TriggerResult
+    assert detail_cell(err.reason, err.left_out).plain == err.why  # (as simulate shows it)
+    tr = TriggerResult(0, "allreduce", "allreduce", "fp32", 8, 2, detail=err.reason,
+                       detail_left_out=err.left_out)
+    assert tr.to_json()["detail"] == err.why
     outer = ValidationError("spec " + err.reason + "!", left_out=err.left_out)
     assert outer.why == ("spec " + "A" * 695 + " ... (300007 characters in all) ... "
                          + "A" * 198 + "Z!")
