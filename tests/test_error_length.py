@@ -591,12 +591,13 @@ def test_a_reason_holding_the_cut_marks_exact_text_is_shown_as_text(monkeypatch)
     monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
     reason = "\u00e9" * 700 + " ... (1500 characters in all) ... " + "\u00e9" * 200
     assert len(reason) == 934
+    assert detail_cell(reason).plain == (
+        "\\xe9" * 175 + " ... (934 characters in all) ... " + "\\xe9" * 50)
     err = SimulationError(reason, trigger=0)
     assert err.why == reason and err.line() == "trigger 0: " + reason
-    assert detail_cell(err.reason).plain == (
-        "\\xe9" * 175 + " ... (934 characters in all) ... " + "\\xe9" * 50)
+    assert err.reason == reason  # (the simulator's detail)
     tr = TriggerResult(0, "allreduce", "allreduce", "fp32", 8, 2, status="error",
-                       detail=err.reason)
+                       detail=reason)
     assert tr.to_json()["detail"] == reason
 
 
