@@ -1077,6 +1077,7 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
             if on_placed is not None:
                 on_placed(out)
             _remove_replaced(out, tmp, warn)
+            swap.release()  # (held through the removal: no other lower's cleanup takes it)
         _fsync_dir(parent)
     except BaseException as exc:
         if swap is not None:
@@ -1090,6 +1091,8 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
         # level, and a run that failed for want of descriptors (EMFILE) left the folder
         held, lock = lock, None  # (cleared first: the finally never closes the number twice)
         unlock_folder(held)
+        if swap is not None:
+            swap.release()
         if triggers_ahead is not None:
             triggers_ahead.close()
             triggers_ahead = None
@@ -1100,6 +1103,8 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
         raise
     finally:
         unlock_folder(lock)
+        if swap is not None:
+            swap.release()
         if triggers_ahead is not None:
             triggers_ahead.close()
     return out
@@ -1204,17 +1209,25 @@ class _ForcedSwap:
         except OSError:
             self.model_st = None
         self.exchanged = False  # True from the atomic exchange until what it took is checked
+        self.held: int | None = None  # the previous output's lock (:meth:`place`)
 
     def _refusal(self, what: Path) -> str | None:
         return _replace_refusal(what, self.model, model_st=self.model_st)
 
     def place(self, parent: Path) -> Path:
-        """Swap; the path that now holds the previous output (checked ours), to be removed."""
+        """Swap; the path that now holds the previous output (checked ours), to be removed.
+        The previous output is locked (:func:`lock_folder`) from before the swap until
+        :meth:`release`, after its removal: once swapped out it is a temporary sibling of
+        ``out``, unlocked and as old as the previous output, which another ``lower`` of
+        ``out`` starting meanwhile took for a killed run's (its PID alive, over a minute
+        old: :func:`_remove_if_stale`) and deleted while this run checked or removed it."""
         tmp, out = self.tmp, self.out
+        self.held = lock_folder(out)
         if (refusal := self._refusal(out)):
             raise OutputError(f"{refusal} ({self.MEANWHILE})")
         self.exchanged = True  # (before: a signal landing right after the swap finds it set)
         if _exchange(tmp, out):
+            self._hold(tmp)
             if (refusal := self._refusal(tmp)):  # changed between the check and the swap
                 self.undo()
                 raise OutputError(f"{refusal} ({self.MEANWHILE})")
@@ -1222,9 +1235,9 @@ class _ForcedSwap:
             return tmp
         self.exchanged = False
         old = _sibling(parent / out.name, "old")
-        held = lock_folder(out)  # the previous output, while it is set aside
         try:
             os.rename(out, old)
+            self._hold(old)
             if (refusal := self._refusal(old)):  # changed between the check and the rename
                 os.rename(old, out)
                 raise OutputError(f"{refusal} ({self.MEANWHILE})")
@@ -1232,9 +1245,25 @@ class _ForcedSwap:
         except BaseException:
             _settle_swap(out, tmp, old)
             raise
-        finally:
-            unlock_folder(held)
         return old
+
+    def _hold(self, path: Path) -> None:
+        """Make the lock held that of the folder now at ``path``, what the swap took out of
+        ``out``: another folder than the one locked before it when something else was put at
+        ``out`` between the lock and the swap (another ``lower``'s new output: locked by
+        that run while it lives, then taken here when it can be)."""
+        try:
+            if self.held is not None and _same_file(os.fstat(self.held), os.lstat(path)):
+                return
+        except OSError:
+            pass
+        self.release()
+        self.held = lock_folder(path)
+
+    def release(self) -> None:
+        """Let go of the previous output's lock (it is removed, or back at ``out``)."""
+        held, self.held = self.held, None
+        unlock_folder(held)
 
     def undo(self) -> None:
         """After an exchange whose take was not checked yet: when ``out`` is the new output

@@ -662,6 +662,70 @@ def test_a_signal_right_after_the_exchange_puts_the_previous_output_back(tmp_pat
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
 
 
+def _another_lowers_cleanup(out: Path) -> list[str]:
+    """What a second ``lower`` of ``out`` starting now removes first, as a killed run's
+    (:func:`clean_stale_temps`, in a process of its own: a sibling of this process's PID
+    is never its cleanup's)."""
+    code = ("import json, sys; from nrtrewrite.bundle import clean_stale_temps; "
+            "print(json.dumps([p.name for p in clean_stale_temps(sys.argv[1])]))")
+    proc = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True,
+                          text=True, env=env(), timeout=120, check=True)
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("exchange", [True, False])
+@pytest.mark.parametrize("when", ["after_the_swap", "while_removing"])
+def test_another_lowers_cleanup_never_takes_the_swapped_out_previous_output(
+        tmp_path, monkeypatch, exchange, when):
+    """Once swapped out, the previous output is a temporary sibling of OUT of a live PID,
+    as old as the previous output.  Another ``lower`` of OUT starting then (review 53f) took
+    it, unlocked and over a minute old, for a killed run's and deleted it while this run
+    checked it (a false refusal, ``cannot list its folder rank-0001``, and OUT put back
+    empty) or removed it (a warning about a folder already gone).  The previous output is
+    locked from before the swap until it is removed: the other run's cleanup keeps it, and
+    this run replaces OUT and removes it as if alone; also where the kernel cannot
+    exchange (the previous output renamed aside to ``.out.old-*``)."""
+    out = tmp_path / "out"
+    write_output(_plan("ar2"), out, ranks=None)
+    t = time.time() - 2 * bundle.STALE_AFTER_S  # an output lowered some minutes ago
+    os.utime(out, (t, t))
+    swapped_out, removed_by_the_other = [], []
+
+    def other_lower_starts():
+        swapped_out.extend(p.name for p in tmp_path.iterdir()  # (ar2's two ranks)
+                           if p.name.startswith(".out.") and len(list(p.glob("rank-*"))) == 2)
+        removed_by_the_other.extend(_another_lowers_cleanup(out))
+    real_exchange, real_rename, real_remove = bundle._exchange, os.rename, bundle._remove_replaced
+
+    def exchange_or_not(a, b):
+        done = real_exchange(a, b) if exchange else False
+        if done and when == "after_the_swap" and not swapped_out:
+            other_lower_starts()
+        return done
+
+    def rename(a, b):
+        real_rename(a, b)
+        if when == "after_the_swap" and Path(b).name.startswith(".out.old-"):
+            other_lower_starts()
+
+    def remove(out_, old, warn_):
+        if when == "while_removing":
+            other_lower_starts()
+        real_remove(out_, old, warn_)
+    monkeypatch.setattr(bundle, "_exchange", exchange_or_not)
+    monkeypatch.setattr(bundle.os, "rename", rename)
+    monkeypatch.setattr(bundle, "_remove_replaced", remove)
+    warnings = []
+    write_output(_plan("mix8"), out, ranks=None, force=True, warn=warnings.append)
+    assert len(swapped_out) == 1  # the previous output, aside: .out.tmp-* or .out.old-*
+    assert swapped_out[0].startswith(".out.tmp-" if exchange else ".out.old-")
+    assert removed_by_the_other == []
+    assert warnings == []
+    verify_complete(out)
+    assert len(list(out.glob("rank-*"))) == 8  # mix8's, the new output
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
 def test_clean_stale_temps_removes_only_dead_siblings(tmp_path):
     out = tmp_path / "model.lowered"
     dead = dead_pid()
