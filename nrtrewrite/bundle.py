@@ -1068,8 +1068,10 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
                 if on_placed is not None:
                     on_placed(out)
             except FileExistsError:
-                if not force:
-                    raise
+                if not force:  # (absent when the run started: refused then otherwise)
+                    refusal = (_replace_refusal(out, plan.model.path, force=False)
+                               or f"{escape_path(out)} exists")
+                    raise OutputError(f"{refusal} ({_ForcedSwap.MEANWHILE})") from None
         if not placed:  # --force and something at OUT (there from the start, or made meanwhile)
             swap = _ForcedSwap(tmp, out, plan.model.path)
             tmp = swap.place(parent)  # now the previous output, checked ours

@@ -541,7 +541,9 @@ def test_write_error_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
 
 def test_output_appearing_meanwhile_is_not_clobbered(tmp_path, monkeypatch):
     """Between the existence check and the final rename another process creates OUT: the
-    rename refuses (RENAME_NOREPLACE) instead of replacing it."""
+    rename refuses (RENAME_NOREPLACE) instead of replacing it, in the words CLI.md "lower"
+    gives a folder made at OUT meanwhile (it was ``cannot write the output: File exists
+    (OUT)``, until 2026-12-07)."""
     out = tmp_path / "out"
     real = bundle._fsync_dir
 
@@ -551,9 +553,29 @@ def test_output_appearing_meanwhile_is_not_clobbered(tmp_path, monkeypatch):
             out.mkdir()
             (out / "theirs").write_text("x")
     monkeypatch.setattr(bundle, "_fsync_dir", racing)
-    with pytest.raises(OutputError, match="cannot write the output: File exists"):
+    with pytest.raises(OutputError) as err:
         write_output(_plan(), out, ranks=None)
+    assert str(err.value) == (f"{out} exists and is not an nrtrewrite output (no manifest.json "
+                              'of format "nrtrewrite-lowered"); refusing to replace it (it was '
+                              "made or changed there while the output was built)")
     assert [p.name for p in out.iterdir()] == ["theirs"]
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_a_concurrent_lower_that_places_its_output_first_is_refused_as_made_meanwhile(
+        tmp_path, monkeypatch):
+    """Two ``lower`` runs of one OUT without ``--force``: the one that renames its output in
+    second finds OUT made meanwhile, an output of ours: refused as CLI.md "lower" says, with
+    the hint to pass ``--force`` (which would replace it), the other's output kept whole and
+    nothing of this run left."""
+    out = tmp_path / "out"
+    _racing_fsync(monkeypatch, out, lambda: write_output(_plan("mix8"), out, ranks=None))
+    with pytest.raises(OutputError) as err:
+        write_output(_plan("ar2"), out, ranks=None)
+    assert str(err.value) == (f"{out} exists; pass --force to replace it (it was made or "
+                              "changed there while the output was built)")
+    verify_complete(out)
+    assert len(list(out.glob("rank-*"))) == 8  # mix8's, the other run's
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
 
 
