@@ -1018,6 +1018,8 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
     try:
         tmp.mkdir()
         lock = lock_folder(tmp)  # held until the end: no other lower's cleanup removes it
+        if force:
+            _take_mode(tmp, out)  # (built no more open than the output it is to replace)
         # forked first, before any lowering (its compose process, its writer threads, the pool)
         if forked:
             triggers_ahead = ForkCall(lambda: _triggers_json(plan))
@@ -1227,6 +1229,7 @@ class _ForcedSwap:
         self.held = lock_folder(out)
         if (refusal := self._refusal(out)):
             raise OutputError(f"{refusal} ({self.MEANWHILE})")
+        _take_mode(tmp, out)  # (what is at OUT now: it may have changed, or been made)
         self.exchanged = True  # (before: a signal landing right after the swap finds it set)
         if _exchange(tmp, out):
             self._hold(tmp)
@@ -1277,6 +1280,19 @@ class _ForcedSwap:
         with contextlib.suppress(OSError):
             if _same_file(os.lstat(self.out), self.new):
                 _exchange(self.tmp, self.out)
+
+
+def _take_mode(new: Path, previous: Path) -> None:
+    """Give the new output folder ``new`` the permission bits of the folder ``previous`` it
+    is to replace, as ``assemble`` keeps a replaced file's: a previous output kept private
+    (0700) stays so (until 2026-12-07 the new one had the umask's, 0755 say).  The files and
+    rank folders inside are new, made with the umask's modes."""
+    try:
+        st = os.lstat(previous)
+    except OSError:
+        return  # gone meanwhile: the swap says so
+    if stat.S_ISDIR(st.st_mode):
+        os.chmod(new, stat.S_IMODE(st.st_mode))
 
 
 def _settle_swap(out: Path, tmp: Path, old: Path) -> None:

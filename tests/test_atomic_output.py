@@ -447,6 +447,38 @@ def test_force_replaces_atomically_and_only_our_outputs(tmp_path):
     verify_complete(empty)
 
 
+@pytest.mark.parametrize("exchange", [True, False])
+@pytest.mark.parametrize("mode", [0o700, 0o750, 0o755])
+def test_force_keeps_the_replaced_output_folders_mode(tmp_path, monkeypatch, exchange, mode):
+    """``--force`` gives the new output folder the permission bits of the folder it replaces
+    (as ``assemble`` keeps a replaced file's): a previous output kept private, 0700, became
+    0755 (the umask's, 022 here; review 53f).  Its temporary folder has them while it is
+    built too; a new output (nothing at OUT) has the umask's."""
+    old_umask = os.umask(0o022)
+    try:
+        out = tmp_path / "out"
+        write_output(_plan("ar2"), out, ranks=None)
+        assert out.stat().st_mode & 0o7777 == 0o777 & ~0o022
+        out.chmod(mode)
+        if not exchange:
+            monkeypatch.setattr(bundle, "_exchange", lambda a, b: False)
+        building = []
+
+        def probe(path, data, sync=True):
+            if Path(path).name == "manifest.json" and Path(path).parent.name.startswith(".out."):
+                building.append(Path(path).parent.stat().st_mode & 0o7777)
+            real(path, data, sync)
+        real = bundle._write_file
+        monkeypatch.setattr(bundle, "_write_file", probe)
+        write_output(_plan("mix8"), out, ranks=None, force=True)
+        assert building == [mode]
+        assert out.stat().st_mode & 0o7777 == mode
+        assert len(list(out.glob("rank-*"))) == 8
+        verify_complete(out)
+    finally:
+        os.umask(old_umask)
+
+
 def test_symlinked_output_paths_do_not_escape(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
