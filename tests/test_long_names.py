@@ -107,3 +107,28 @@ def test_simulate_counts_a_models_name_in_bytes(tmp_path, monkeypatch, count, wa
     doc = json.loads(res.output)
     assert doc["ok"] is True and os.path.basename(doc["output"]) == want
     assert list(tmpdir.iterdir()) == []
+
+
+@pytest.mark.parametrize("stem", ["a" * 247, "a" * 248, "a" * 250, "é" * 123, "é" * 124])
+def test_lower_a_model_whose_default_output_name_passes_255_bytes_says_give_o(tmp_path, stem):
+    """`lower MODEL.neff` writes `<stem>.lowered` beside the model: for a model named 253 -
+    255 bytes that name passes 255 bytes, and the OS's `File name too long` named the long
+    path twice with no word of `-o` (review 53f).  Refused before the model is read, in one
+    line that says why (the name's bytes, counted as bytes: `é` is two) and to give `-o`,
+    which lowers it; up to 255 bytes the default is written as before."""
+    model = tmp_path / (stem + ".neff")
+    model.write_bytes((FIX / "ar2.neff").read_bytes())
+    res = CliRunner().invoke(main, ["lower", "-q", str(model)])
+    size = len(stem.encode()) + len(".lowered")
+    if size <= 255:
+        assert res.exit_code == 0, res.output
+        assert (tmp_path / (stem + ".lowered") / "manifest.json").is_file()
+        return
+    assert res.exit_code == 2
+    assert res.stderr == (f"nrtrewrite: error: {model}: the default output <stem>.lowered "
+                          f"would be a name of {size} bytes, more than the 255 bytes a file "
+                          "name may have (NAME_MAX); give -o\n")
+    assert list(tmp_path.iterdir()) == [model]
+    res = CliRunner().invoke(main, ["lower", "-q", str(model), "-o", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "o" / "manifest.json").is_file()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.limits import check_plan
 from nrtrewrite.neff.container import read_file_bytes
 from nrtrewrite.neff.reader import read_model_bytes
+from nrtrewrite.neff.writer import NAME_MAX
 
 #: Rank count above which the progress bar is shown (unless --quiet).
 PROGRESS_MIN_RANKS = 8
@@ -107,6 +109,13 @@ def lower_cmd(model, out, ranks, topology, algo, host_cc, no_verify_hash, force,
         raise click.BadParameter("an empty path; leave -o out for the default "
                                  "(<model>.lowered)", param_hint="'-o' / '--output'")
     out_path = Path(out) if out is not None else default_output(model)
+    if out is None and len(os.fsencode(out_path.name)) > NAME_MAX:
+        # (as simulate's temporary output, which is then model.lowered: here a name beside
+        # the model that another model's default may be; the OS's line named the long path
+        # twice, without a word of -o, until 2026-12-07)
+        raise OutputError(f"the default output <stem>.lowered would be a name of "
+                          f"{len(os.fsencode(out_path.name))} bytes, more than the {NAME_MAX} "
+                          "bytes a file name may have (NAME_MAX); give -o", file=str(model))
     if out is None and _in_an_output(Path(model)):
         raise OutputError("the model lies in the nrtrewrite output "
                           f"{escape_path(Path(model).parent)} (its rewritten NEFF?): the "
