@@ -914,6 +914,10 @@ def _replace_refusal(out: Path, model: str | None, force: bool = True,
     # would work
     if not out.is_dir():
         return f"{escape_path(out)} exists and is not a folder"
+    if _is_mount_point(out):
+        return (f"{escape_path(out)} is a mount point, which cannot be replaced (the output is "
+                "built beside it and renamed into its place); write the output elsewhere, a "
+                "folder inside it say")
     if not _is_our_output(out):
         # (the format's name as a manifest's value is named, in JSON's form: until
         # 2026-12-06 Python's, 'nrtrewrite-lowered')
@@ -924,6 +928,36 @@ def _replace_refusal(out: Path, model: str | None, force: bool = True,
     if not force:
         return f"{escape_path(out)} exists; pass --force to replace it"
     return _unremovable(out)
+
+
+def _mount_id(path: str | os.PathLike) -> int | None:
+    """The id of the mount ``path`` (never followed if a link) lies on, as
+    ``/proc/self/fdinfo`` gives it (Linux 3.15 and later), or None where it cannot tell."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except (OSError, AttributeError):
+        return None
+    try:
+        with open(f"/proc/self/fdinfo/{fd}", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"mnt_id:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    finally:
+        os.close(fd)
+    return None
+
+
+def _is_mount_point(out: Path) -> bool:
+    """Whether the folder ``out`` is a mount point: a rename, which ``lower`` places its
+    output by, cannot move it (``EBUSY``).  ``os.path.ismount`` sees another file system;
+    a bind mount of a folder of the parent's own file system only by its mount id."""
+    if os.path.ismount(out):
+        return True
+    parent = out.parent if str(out.parent) else Path(".")
+    here, above = _mount_id(out), _mount_id(parent)
+    return here is not None and above is not None and here != above
 
 
 def _checked_output(plan: LoweringPlan, out: Path, ranks: Iterable[int] | None, force: bool

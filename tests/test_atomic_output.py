@@ -479,6 +479,40 @@ def test_force_keeps_the_replaced_output_folders_mode(tmp_path, monkeypatch, exc
         os.umask(old_umask)
 
 
+@pytest.mark.parametrize("kind", ["tmpfs", "bind"])
+def test_a_mount_point_at_out_is_refused_without_the_force_hint(tmp_path, kind):
+    """OUT a mount point: the output is placed by a rename, which cannot move a mount point
+    (EBUSY).  ``--force`` built the whole output and then failed ``Device or resource busy``,
+    and without it the refusal said ``pass --force to replace it``, which cannot work (review
+    53f).  Both refuse before anything is written, naming the mount point; a folder inside it
+    is lowered.  A bind mount of a folder of the same file system (which ``os.path.ismount``
+    does not see: same device) too."""
+    out = tmp_path / "out"
+    out.mkdir()
+    if kind == "bind":
+        (tmp_path / "src").mkdir()
+        args = ["--bind", str(tmp_path / "src"), str(out)]
+    else:
+        args = ["-t", "tmpfs", "-o", "size=16m", "tmpfs", str(out)]
+    assert not bundle._is_mount_point(out)  # a plain folder first
+    if os.geteuid() != 0 or subprocess.run(["mount", *args], capture_output=True).returncode:
+        pytest.skip("cannot mount here (not root, or no CAP_SYS_ADMIN)")
+    try:
+        for force in ([], ["--force"]):
+            proc = run(FIX / "ar2.neff", "-o", out, *force)
+            one_line_error(proc, f"{out} is a mount point, which cannot be replaced (the output "
+                                 "is built beside it and renamed into its place); write the "
+                                 "output elsewhere, a folder inside it say")
+            assert "--force" not in proc.stderr
+        assert list(out.iterdir()) == []
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+            ["out"] + (["src"] if kind == "bind" else []))
+        assert run(FIX / "ar2.neff", "-o", out / "o").returncode == 0
+        verify_complete(out / "o")
+    finally:
+        subprocess.run(["umount", str(out)], check=True)
+
+
 def test_symlinked_output_paths_do_not_escape(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
