@@ -814,6 +814,41 @@ def test_another_lowers_cleanup_never_takes_the_swapped_out_previous_output(
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
 
 
+def test_the_lock_follows_what_the_swap_took_out_of_out(tmp_path, monkeypatch):
+    """Another ``lower --force`` may exchange its output into OUT between this run's lock of
+    OUT and its own swap: the swap then takes out that output, not the one locked.  It is
+    locked as soon as it is swapped out (its run has ended: nothing holds it), before it is
+    checked, so a third run's cleanup keeps it too, and this run removes it as if alone."""
+    out = tmp_path / "out"
+    write_output(_plan("ar2"), out, ranks=None)
+    theirs = tmp_path / "theirs"
+    write_output(_plan("int32_allgather"), theirs, ranks=None)
+    t = time.time() - 2 * bundle.STALE_AFTER_S
+    os.utime(theirs, (t, t))
+    real_exchange, real_refusal, removed_by_the_other = bundle._exchange, \
+        bundle._ForcedSwap._refusal, []
+
+    def another_run_first(a, b):
+        if Path(b) == out and theirs.exists():
+            assert real_exchange(theirs, out)  # the other run's swap: theirs at OUT
+            shutil.rmtree(theirs)  # (what it took out: the output this run locked, removed)
+        return real_exchange(a, b)
+
+    def refusal(self, what):  # the check of what the swap took out: a third run starts
+        if Path(what) != out and not removed_by_the_other:
+            removed_by_the_other.append(_another_lowers_cleanup(out))
+        return real_refusal(self, what)
+    monkeypatch.setattr(bundle, "_exchange", another_run_first)
+    monkeypatch.setattr(bundle._ForcedSwap, "_refusal", refusal)
+    warnings = []
+    write_output(_plan("mix8"), out, ranks=None, force=True, warn=warnings.append)
+    assert removed_by_the_other == [[]]
+    assert warnings == []
+    verify_complete(out)
+    assert len(list(out.glob("rank-*"))) == 8  # mix8's
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
 def test_clean_stale_temps_removes_only_dead_siblings(tmp_path):
     out = tmp_path / "model.lowered"
     dead = dead_pid()
