@@ -452,9 +452,11 @@ def engine_bd_refusal(trigger: Union[Trigger, Request], req: Request, alg: EncAl
     ``MAX_SRC`` sources and ``MAX_DST`` destinations a leg).  Cached by the trigger's
     identity in the topology (op, dtype, reduce op, group, element count, run lengths, the
     engine, the policy's value, ``host_cc`` and, for HIER, whose legs an override may steer,
-    its text); an engine its composer refuses for another reason is not refused here
-    (``lower`` says why), nor any engine of a trigger ``lower``'s own checks refuse (its
-    dtype, its operands: ``lower`` names that reason, not the gate's).  ``host_cc``:
+    its text); an engine its composer refuses for another reason (its ``prepare`` or
+    ``entries`` raise) is refused here with that reason (``LOWER_REFUSES``), one whose
+    selection raises is not (the cascade's selection of it raises the same); no engine of a
+    trigger ``lower``'s own checks refuse is (its dtype, its operands: ``lower`` names that
+    reason, not the gate's).  ``host_cc``:
     ``lower``'s ``--host-cc``, which composes the all-reduce's last reduce step as one
     ``recv_reduce_copy_send`` leg writing two outputs (RING, KANGARING, HIER's legs)."""
     if (not isinstance(trigger, Trigger) or req.src_run is None and req.dst_run is None
@@ -467,15 +469,25 @@ def engine_bd_refusal(trigger: Union[Trigger, Request], req: Request, alg: EncAl
     key = ("bd_gate", alg, policy, host_cc, override.text if alg == EncAlgType.HIER
            and override else None) + _shape_key(trigger, req)
 
-    def make() -> tuple[str, int, str] | None:
+    def make() -> tuple[str, int, str] | str | None:
         from nrtrewrite.bdgate import worst_leg  # (composers: loaded for SBUF triggers only)
         try:
             sel = select(trigger, topo, override=override, policy=policy, _take=alg)
+        except NrtRewriteError:
+            # (the cascade's own selection of it raises the same error when it takes it,
+            # as it does for a DRAM trigger: that error is the refusal)
+            return None
+        try:
             return worst_leg(trigger, sel, topo, TPINC_MAX_BDS, host_cc=host_cc,
                              over_only=True)
-        except NrtRewriteError:
-            return None
+        except NrtRewriteError as err:
+            # its composer refuses the trigger (its prepare or its entries, as lower's):
+            # lower would refuse it so, and the cascade goes on (until 2026-12-07 such an
+            # engine counted as fitting, taken though another fit)
+            return err.why
     worst = topo.cached(key, make)
+    if isinstance(worst, str):
+        return f"{LOWER_REFUSES}{worst}"
     if worst is None or worst[1] <= TPINC_MAX_BDS:
         return None
     leg, count, which = worst
@@ -578,8 +590,10 @@ def _bd_bound(req: Request, hw: int) -> int:
 
 
 def _bd_gated(reason: str) -> bool:
-    """Whether ``reason`` is a BD gate's refusal (MESH's or :func:`engine_bd_refusal`'s)."""
-    return reason.startswith(POLICY_GATE) and "TPINC_MAX_BDS" in reason
+    """Whether ``reason`` is a BD gate's refusal (MESH's or :func:`engine_bd_refusal`'s: a
+    leg over ``TPINC_MAX_BDS``, or the engine's composer refusing the trigger)."""
+    return reason.startswith(POLICY_GATE) and ("TPINC_MAX_BDS" in reason
+                                               or reason.startswith(LOWER_REFUSES))
 
 
 def sbuf_runs_text(req: Request) -> str:
@@ -694,6 +708,10 @@ def enc_can_post_kangaring_operation(req: Request, topo: Topology,
 #: §3: SINGLE_CYCLE_RING's inter-node, one rank a node), which a reason of an engine taken
 #: outside its window then names (:func:`_none_inside`).
 POLICY_GATE = "policy gate: "
+#: The BD gate's reason for an engine whose composer refuses the trigger (its prepare or its
+#: entries raise, as they would in ``lower``): passed over as a leg over TPINC_MAX_BDS is
+#: (SELECTION.md "The BD gate")
+LOWER_REFUSES = POLICY_GATE + "lower refuses it: "
 
 
 def enc_can_post_single_cycle_ring(req: Request, topo: Topology,
@@ -1758,14 +1776,20 @@ def _no_engine_fits(req: Request, cands: dict[EncAlgType, Candidate],
                     gated: list[EncAlgType], override: AlgoOverride | None,
                     forcible: list[EncAlgType]) -> str:
     """The default selection's refusal when every engine it may take that is legal has a leg
-    over ``TPINC_MAX_BDS`` (the BD gate, SELECTION.md §3): each such engine (``gated``) and
-    its worst leg, the rows that make the BDs, and the limit; then the engines ``--algo``
-    may force whose legs fit (``forcible``), or that none does (until 2026-12-07 "--algo may
-    force an engine" was said where every forced engine was refused: rs_short)."""
+    over ``TPINC_MAX_BDS`` or is refused by its composer (the BD gate, SELECTION.md §3): each
+    such engine (``gated``) and its worst leg or its composer's reason, the rows that make
+    the BDs, and the limit; then the engines ``--algo`` may force whose legs fit
+    (``forcible``), or that none does (until 2026-12-07 "--algo may force an engine" was
+    said where every forced engine was refused: rs_short).  With no leg over the limit
+    (every one refused by its composer) it is the first one's reason, as ``lower``'s."""
+    over = [a for a in gated if LOWER_REFUSES not in cands[a].reason]
+    if not over:  # (every one refused by its composer: the first one's reason, lower's)
+        return cands[gated[0]].reason.rpartition(LOWER_REFUSES)[2]
     way = (f"--algo may force {' or '.join(a.name for a in forcible)}, whose legs fit"
            if forcible else "no engine fits forced either")
     legs = "; ".join(f"{a.name} a " + cands[a].reason.rpartition(POLICY_GATE + "a ")[2]
-                     .partition(", more than")[0] for a in gated)
+                     .partition(", more than")[0] if a in over else
+                     f"{a.name} {cands[a].reason.rpartition(POLICY_GATE)[2]}" for a in gated)
     under = f" under {override.source} {override.text!r}" if override is not None else ""
     return (f"no engine the default selection may take{under} fits TPINC_MAX_BDS "
             f"{TPINC_MAX_BDS} M2S or S2M BDs a leg ({sbuf_runs_text(req)}): {legs}; lower "

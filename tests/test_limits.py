@@ -1574,3 +1574,118 @@ def test_the_bd_gate_bound_counts_two_runs_a_tile_past_the_floor():
         assert (m2s.tolist(), s2m.tolist()) == ([3], [1]), limit
     # within the bound (limit 3) the leg is not counted: it cannot pass 3
     assert [a.size for a in _entry_bds(spec, 0, None, 2, 3)] == [0, 0, 0]
+
+
+def _rows2(op: str, group: list[int], a: int, b: int, src_step: int, dst_step: int,
+           parts: int = 128) -> dict:
+    """An fp16 ``op`` (add) over ``group`` (LNC 1) of ``parts`` partitions x ``a`` x ``b``
+    elements a rank, src dims [[s, a], [s a, b]], dst the same with its own step over ``b``
+    (a reduce-scatter's over ``b / n``): a pattern of step 2 makes every element a run of
+    its own, a BD each."""
+    db = b // len(group) if op == "reduce_scatter" else b
+
+    def ap(var, step, rows):
+        return {"var": var, "start": 0, "partitions": [0, parts],
+                "dims": [[step, a], [step * a, rows]]}
+    size = a * b * 2 * max(src_step, dst_step) + 64
+    return {"header": {"name": "m", "lnc_size": 1},
+            "subgraphs": [{"name": "sg00",
+                           "vars": [{"name": "s", "type": "state-buffer", "size": size,
+                                     "partitions": 128},
+                                    {"name": "d", "type": "state-buffer", "size": size,
+                                     "partitions": 128}],
+                           "replica_groups": [group],
+                           "engines": {"sp": [{op: {
+                               "dtype": "fp16", "op": "add", "src": ap("s", src_step, b),
+                               "dst": ap("d", dst_step, db)}}]}}]}
+
+
+_NODES2X2 = [0, 1, 128, 129]
+_NODES2X4 = [0, 1, 2, 3, 128, 129, 130, 131]
+
+
+@pytest.mark.parametrize("op,a,b,legs", [
+    ("reduce_scatter", 60, 24, 2),  # intra_redsct, inter_redsct
+    ("all_reduce", 300, 20, 3),  # intra_redsct, inter_allr, intra_allg
+])
+def test_an_engine_whose_composer_refuses_the_trigger_is_passed_over_by_the_bd_gate(
+        tmp_path, monkeypatch, op, a, b, legs):
+    """The BD gate composes each engine the cascade would take (SELECTION.md "The BD
+    gate"); an engine whose composer refuses the trigger for another reason counted as
+    fitting, so the default took it and lower refused it though RING fits.  HIER's legs
+    take a channel id range each, one at least (compose/hier.py MAX_CHANNEL_IDS, here 1):
+    a reduce-scatter (2 legs) or all-reduce (3 legs) over 2 ranks on each of 2 nodes of dst
+    rows of 1 element (128 x 60 x 24 or 128 x 300 x 20 fp16 elements: the gate counts them)
+    needs 2 or 3 ids, so `lower --algo hier` refuses it; the default passes HIER over for
+    that reason (explain says it) and takes RING, which lowers (and the reduce-scatter
+    simulates: the all-reduce's 96000 BDs a rank take minutes).  (Until 2026-12-07 the
+    default took HIER and lower refused: "HIER legs need 2 channel ids, at most 1".)"""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    from nrtrewrite.compose import hier
+
+    monkeypatch.delenv("NRTREWRITE_ALGO", raising=False)
+    monkeypatch.setattr(hier, "MAX_CHANNEL_IDS", 1)
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(_rows2(op, _NODES2X2, a, b, 1, 2)))
+    why = f"HIER legs need {legs} channel ids, at most 1"
+    res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o",
+                                    str(tmp_path / "forced"), "--algo", "hier"])
+    assert res.exit_code == 2 and res.stderr.strip().endswith(f"trigger 0: {why}"), res.output
+    res = CliRunner().invoke(main, ["explain", "--json", str(neff)])
+    assert res.exit_code == 0, res.output
+    assert f"HIER not taken: policy gate: lower refuses it: {why}" in res.stdout
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert [t["algorithm"] for t in json.loads((out / "manifest.json").read_text())
+            ["triggers"]] == ["RING"]
+    if op == "reduce_scatter":
+        res = CliRunner().invoke(main, ["simulate", str(out)])
+        assert res.exit_code == 0, res.output
+
+
+def test_the_bd_gate_refusal_names_an_engine_its_composer_refuses_for_that_reason(
+        tmp_path, monkeypatch):
+    """With no engine left that fits, the refusal names the engine its composer refuses
+    with that reason, not a BD count (SELECTION.md "The BD gate"): the 2-node all-reduce of
+    the test above (4 ranks a node, 128 x 300 x 24 = 921600 fp16 elements, dst rows of 1
+    element) under --algo 'hier,single_cycle_ring': HIER needs 3 channel ids (at most 1
+    here); SINGLE_CYCLE_RING's ring over the 8 ranks writes a block of 921600 / 8 = 115200
+    elements to OUT in one recv_reduce_copy_send leg, 115200 S2M BDs; RING, which the
+    allow-list leaves out, fits and is the one --algo may force.  With HIER alone left
+    ('hier,inter_rdh': INTER_RDH needs 8 nodes) the refusal is HIER's own, as lower's.
+    (Until 2026-12-07 both were "HIER legs need 3 channel ids, at most 1", HIER counted as
+    fitting.)"""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    from nrtrewrite.compose import hier
+
+    monkeypatch.delenv("NRTREWRITE_ALGO", raising=False)
+    monkeypatch.setattr(hier, "MAX_CHANNEL_IDS", 1)
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(_rows2("all_reduce", _NODES2X4, 300, 24, 1, 2)))
+    where = (f"nrtrewrite: error: {neff}: member sg00/sp.bin, subgraph sg00, stream sp, "
+             "instruction 0, trigger 0: ")
+    res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o",
+                                    str(tmp_path / "out"), "--algo", "hier,single_cycle_ring"])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.strip() == (
+        f"{where}no engine the default selection may take under --algo "
+        "'hier,single_cycle_ring' fits TPINC_MAX_BDS 65534 M2S or S2M BDs a leg (an SBUF "
+        "access pattern's runs, a BD each: the src's rows of 300 elements and the dst's rows "
+        "of 1 element): HIER lower refuses it: HIER legs need 3 channel ids, at most 1; "
+        "SINGLE_CYCLE_RING a recv_reduce_copy_send leg would need 115200 S2M BDs; lower "
+        "refuses such a leg (longer rows, dim 0 of step 1, or a smaller message; --algo may "
+        "force RING, whose legs fit)"), res.stderr
+    assert not (tmp_path / "out").exists()
+    res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o",
+                                    str(tmp_path / "ring"), "--algo", "ring"])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o",
+                                    str(tmp_path / "out"), "--algo", "hier,inter_rdh"])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.strip() == f"{where}HIER legs need 3 channel ids, at most 1", res.stderr
+
