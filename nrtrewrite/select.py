@@ -1654,7 +1654,8 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
             # counted under the user's override, an engine whose selection raised counting
             # as fitting: '^hier,ring' named HIER, which `--algo hier` refused, review 52v)
             # (an engine the gate passed over is over forced too, but HIER, whose legs the
-            # user's override may steer)
+            # user's leg clauses may steer: 'hier,single_cycle_ring;inter_allr:ring' under
+            # --host-cc passes over a HIER that `--algo hier` lowers, SELECTION.md §3)
             passed_over = gated()
             forcible = [a for a in CANDIDATE_ORDER if cands[a].legal
                         and (a not in passed_over or a == EncAlgType.HIER)

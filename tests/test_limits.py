@@ -1689,3 +1689,90 @@ def test_the_bd_gate_refusal_names_an_engine_its_composer_refuses_for_that_reaso
     assert res.exit_code == 2, res.output
     assert res.stderr.strip() == f"{where}HIER legs need 3 channel ids, at most 1", res.stderr
 
+
+_NODES2X3 = [0, 1, 2, 128, 129, 130]
+
+
+@pytest.mark.parametrize("a,host_cc,over", [(393, True, True), (393, False, False),
+                                            (390, True, False)])
+def test_hier_under_host_cc_is_gated_as_lower_host_cc_lowers_it(
+        tmp_path, monkeypatch, a, host_cc, over):
+    """HIER on two nodes under --host-cc (docs/SELECTION.md "The BD gate": HIER's ring legs
+    compose the all-reduce's last reduce step as one recv_reduce_copy_send leg writing OUT
+    and the next hop's gateway).  An fp16 all-reduce over 3 ranks on each of 2 nodes of 100
+    x ``a`` x 20 elements (786000 for a = 393, 780000 for 390), dst rows of 1 element, under
+    --algo 'inter_allr:ring': HIER cuts it into 3 slices (32-element aligned: 262016 for
+    786000, 260000 for 780000), and the inter_allr ring over the 2 nodes (2 channels) into
+    blocks of a quarter, 65504 or 65000 elements, each a run of its own in OUT: the block's
+    last reduce writes 65504 S2M BDs, and under --host-cc stages it in the gateway too, one
+    BD a tile of at most 2048 elements (trn2's CCE cap): 32 more, 65536 > 65534 for a = 393
+    (65032 for 390).  The expected answer is `lower` of HIER forced (--algo
+    'hier;inter_allr:ring', every rank): refused for that leg exactly where the gate passes
+    HIER over (explain's reason), and the default's choice (RING then, else HIER) lowers."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+
+    monkeypatch.delenv("NRTREWRITE_ALGO", raising=False)
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(_rows2("all_reduce", _NODES2X3, a, 20, 1, 2, parts=100)))
+    hc = ["--host-cc"] if host_cc else []
+    res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o",
+                                    str(tmp_path / "forced"), "--algo", "hier;inter_allr:ring",
+                                    *hc])
+    assert res.exit_code == (2 if over else 0), res.output
+    if over:
+        assert re.search(r"a recv_reduce_copy_send leg on channel \d+ needs \d+ M2S and 65536 "
+                         "S2M BDs", res.stderr), res.stderr
+    res = CliRunner().invoke(main, ["explain", "--json", str(neff), "--algo", "inter_allr:ring",
+                                    *hc])
+    assert res.exit_code == 0, res.output
+    gate = ("HIER not taken: policy gate: a recv_reduce_copy_send leg would need 65536 S2M "
+            "BDs, more than TPINC_MAX_BDS 65534 a leg")
+    assert (gate in res.stdout) == over, res.stdout
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o", str(out),
+                                    "--algo", "inter_allr:ring", *hc])
+    assert res.exit_code == 0, res.output
+    assert [t["algorithm"] for t in json.loads((out / "manifest.json").read_text())
+            ["triggers"]] == ["RING" if over else "HIER"]
+
+
+def test_the_bd_gate_refusal_recounts_hier_forced_when_the_override_steered_its_legs(
+        tmp_path, monkeypatch):
+    """Review 52za: the refusal's "--algo may force" list counts HIER again as `--algo hier`
+    selects it when the gate passed it over under the user's override, whose leg clauses
+    steer its legs (select.py, the list's recount).  The 786000-element 2-node all-reduce
+    of the test above under --host-cc and --algo 'hier,single_cycle_ring;inter_allr:ring':
+    HIER's RING inter_allr leg needs 65536 S2M BDs (above) and SINGLE_CYCLE_RING's ring over
+    the 6 ranks a block of 786000 / 6 = 131000 elements, a BD each, so the default refuses;
+    `--algo hier`, its inter_allr leg not RING, lowers, so the list names HIER, and it names
+    exactly the engines whose forced `lower --host-cc` lowers."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    from nrtrewrite.select import CANDIDATE_ORDER
+
+    monkeypatch.delenv("NRTREWRITE_ALGO", raising=False)
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(_rows2("all_reduce", _NODES2X3, 393, 20, 1, 2, parts=100)))
+    res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o",
+                                    str(tmp_path / "out"), "--host-cc", "--algo",
+                                    "hier,single_cycle_ring;inter_allr:ring"])
+    assert res.exit_code == 2, res.output
+    line = res.stderr.strip()
+    assert ("HIER a recv_reduce_copy_send leg would need 65536 S2M BDs; SINGLE_CYCLE_RING a "
+            "recv_reduce_copy_send leg would need 131000 S2M BDs; lower refuses such a leg"
+            in line), line
+    m = re.search(r"; --algo may force (.*), whose legs fit\)$", line)
+    assert m, line
+    lowers = set()
+    for alg in CANDIDATE_ORDER:
+        res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o",
+                                        str(tmp_path / alg.name), "--algo", alg.name.lower(),
+                                        "--host-cc"])
+        assert res.exit_code in (0, 2), (alg, res.output)
+        if res.exit_code == 0:
+            lowers.add(alg.name)
+    assert "HIER" in lowers
+    assert set(m.group(1).split(" or ")) == lowers, (line, lowers)
