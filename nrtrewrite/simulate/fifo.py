@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nrtrewrite.codes import EncAlgType, NetAddrMark, SDMA_DATA_TYPE_SIZE
+from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import EVT_SEM_INC
 from nrtrewrite.errors import SimulationError, escape_controls, json_text
 from nrtrewrite.simulate.artifacts import FIFO_FILES, RankFiles, check_fifo_slices
@@ -322,9 +323,10 @@ class FifoDecoder:
                 raise fail(i, f"terminator {rank_field} should be -1, not {int(term[rank_field])}",
                            rank_field)
             zero = np.ones(raw.shape[1], bool)
-            zero[0:4] = False  # net_op_idx
-            zero[36:40] = False  # mark
-            zero[(48 if side == "tx" else 40):(52 if side == "tx" else 44)] = False  # rank field
+            layout = F.NET_SRC_ADDR_DTYPE if side == "tx" else F.NET_DEST_ADDR_DTYPE
+            for kept in ("net_op_idx", "mark", rank_field):  # a terminator's non-zero fields
+                dt, at = layout.fields[kept][:2]
+                zero[at:at + dt.itemsize] = False
             if raw[i][zero].any():
                 raise fail(i, "terminator has non-zero bytes besides net_op_idx, mark and the "
                               "rank field", "terminator")
