@@ -36,7 +36,6 @@ import secrets
 import shutil
 import signal
 import stat
-import struct
 import tempfile
 import threading
 import time
@@ -62,8 +61,8 @@ from nrtrewrite.neff.instructions import LENGTH_DW, stream_words
 from nrtrewrite.neff.writer import rewrite_streams, sibling_stem
 from nrtrewrite.topology.model import with_platform
 
-#: The non-pseudo word a trigger becomes (docs/FORMATS.md §9).
-TOPSP_KICK_OPCODE = 0xA2
+#: The non-pseudo word a trigger becomes (docs/FORMATS.md §9; its layout is F.KICK_DTYPE).
+TOPSP_KICK_OPCODE = F.TOPSP_KICK_OPCODE
 RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
 
@@ -310,10 +309,9 @@ def no_trigger_warning(model, command: str = "lower") -> str | None:
 
 
 def kick_word(sync: bytes, spad_index: int, word: int, trigger: int) -> bytes:
-    """The TOPSP_KICK word replacing a trigger word (bytes 4..11 kept)."""
-    head = struct.pack("<BBH", TOPSP_KICK_OPCODE, 16, 0)
-    body = struct.pack("<HHI", spad_index, word, trigger)
-    return head + sync + body + bytes(64 - 4 - 8 - len(body))
+    """The TOPSP_KICK word replacing a trigger word (``sync``: its bytes 4..11, kept)."""
+    return F.kick_words(np.frombuffer(sync, F.KICK_SYNC_DTYPE), spad_index, word,
+                        trigger).tobytes()
 
 
 def rewritten_neff(plan: LoweringPlan, leader_spad_index: dict[int, int]) -> bytes:
@@ -325,14 +323,12 @@ def rewritten_neff(plan: LoweringPlan, leader_spad_index: dict[int, int]) -> byt
             trigs = [t for t in model.triggers if t.subgraph == sg.name and t.engine == engine]
             if not trigs:
                 continue
-            stream = bytearray(sg.streams[engine])
-            for t in trigs:
-                for w in range(t.num_words):
-                    off = (t.index + w) * 64
-                    sync = bytes(stream[off + 4:off + 12])
-                    stream[off:off + 64] = kick_word(sync, leader_spad_index[t.ordinal], w,
-                                                     t.ordinal)
-            new_streams[(sg.name, engine)] = bytes(stream)
+            stream = np.frombuffer(sg.streams[engine], F.KICK_DTYPE).copy()
+            kicks = [(t.index + w, leader_spad_index[t.ordinal], w, t.ordinal)
+                     for t in trigs for w in range(t.num_words)]
+            at, spad_index, word, trigger = (np.array(c, np.int64) for c in zip(*kicks))
+            stream[at] = F.kick_words(stream["sync"][at], spad_index, word, trigger)
+            new_streams[(sg.name, engine)] = stream.tobytes()
     return rewrite_streams(model, new_streams)
 
 

@@ -821,16 +821,16 @@ def _byte_runs(mask: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(edges[::2].tolist(), edges[1::2].tolist()))
 
 
-#: A TOPSP_KICK word's fields after the common header (docs/FORMATS.md §9): ``spad_index``
-#: (bytes 12..13), ``word`` (14..15), ``trigger`` (16..19); bytes 20..63 are reserved.
-KICK_FIELDS_DTYPE = np.dtype({"names": ["spad_index", "word", "trigger"],
-                              "formats": ["<u2", "<u2", "<u4"], "offsets": [12, 14, 16],
-                              "itemsize": WORD_SIZE})
-#: The end of a TOPSP_KICK word's fields (``trigger``, bytes 16..19): byte 20.
-KICK_FIELDS_END = KICK_FIELDS_DTYPE.fields["trigger"][1] + 4
-#: A TOPSP_KICK word's opcode and ``length_dw`` (docs/FORMATS.md §9; ``bundle.kick_word``
-#: writes them: its TOPSP_KICK_OPCODE, not imported, bundle's imports being lower's).
-KICK_OPCODE, KICK_LENGTH_DW = 0xA2, LENGTH_DW
+#: A TOPSP_KICK word's fields after the common header (docs/FORMATS.md §9,
+#: ``F.KICK_DTYPE``): ``spad_index``, ``word``, ``trigger``; ``reserved_20`` (bytes 20..63)
+#: is compared as byte runs.
+KICK_FIELDS = [n for n in F.KICK_DTYPE.names
+               if F.KICK_DTYPE.fields[n][1] >= INSTR_HEADER_DTYPE.itemsize
+               and not n.startswith("reserved")]
+#: The end of a TOPSP_KICK word's fields: its reserved bytes' first, byte 20.
+KICK_FIELDS_END = F.KICK_DTYPE.fields["reserved_20"][1]
+#: A TOPSP_KICK word's opcode and ``length_dw`` (docs/FORMATS.md §9).
+KICK_OPCODE, KICK_LENGTH_DW = F.TOPSP_KICK_OPCODE, LENGTH_DW
 
 
 def manifest_kick_indices(doc) -> dict[str, set[int]]:
@@ -863,7 +863,7 @@ def _instruction_lines(where: str, i: int, wa: bytes, wb: bytes,
     """The differing fields of instruction ``i`` of a stream: the common header's fields by
     name (``INSTR_WORD_DTYPE``), the operand bytes as runs ``bytes[16:24]`` in hex.  With
     ``kick`` (both manifests name the word a TOPSP_KICK word) and both words of its opcode and
-    ``length_dw``, the kick's fields by name too (:data:`KICK_FIELDS_DTYPE`), its reserved
+    ``length_dw``, the kick's fields by name too (:data:`KICK_FIELDS`), its reserved
     bytes 20..63 as runs named as FORMATS §9 names them, ``reserved[30:31]`` (the word's
     offsets, as ``bytes[...]``).  The header's bytes 2..3 are ``reserved_2``, the name the
     reader's messages and ``assemble``'s ``patch`` give them (FORMATS §9)."""
@@ -873,9 +873,9 @@ def _instruction_lines(where: str, i: int, wa: bytes, wb: bytes,
     ua, ub = np.frombuffer(wa, np.uint8), np.frombuffer(wb, np.uint8)
     hdr, runs = INSTR_HEADER_DTYPE.itemsize, "bytes"
     if kick and _is_kick(wa) and _is_kick(wb):
-        ka, kb = (np.frombuffer(w, KICK_FIELDS_DTYPE)[0] for w in (wa, wb))
+        ka, kb = (np.frombuffer(w, F.KICK_DTYPE)[0] for w in (wa, wb))
         out += [Difference(where, i, f, int(ka[f]), int(kb[f]))
-                for f in KICK_FIELDS_DTYPE.names if ka[f] != kb[f]]
+                for f in KICK_FIELDS if ka[f] != kb[f]]
         hdr, runs = KICK_FIELDS_END, "reserved"  # (its reserved bytes as runs)
     for lo, hi in _byte_runs(ua[hdr:] != ub[hdr:]):
         out.append(Difference(where, i, f"{runs}[{hdr + lo}:{hdr + hi}]",

@@ -157,13 +157,14 @@ def test_packet_size_formula():
         tile_elements(2, big, np.array([True]), hw_generation=1)
 
 
-@pytest.mark.parametrize("name", sorted(F.ARTIFACTS))
+@pytest.mark.parametrize("name", sorted(F.RECORDS))
 def test_numpy_and_construct_agree(name):
     """Each record's dtype and struct have one size, and the same bytes read as the same
-    values on both paths, nested records (sb2sb.bin's src and dst TENSOR3D) field by field
-    too (review 53e: they were skipped); the values construct parsed, written into a numpy record,
+    values on both paths (every artifact's record and the TOPSP_KICK word), nested records
+    (sb2sb.bin's src and dst TENSOR3D, a kick's sync) field by field too (review 53e: they
+    were skipped); the values construct parsed, written into a numpy record,
     give the same bytes back."""
-    dtype, struct_ = F.ARTIFACTS[name]
+    dtype, struct_ = F.RECORDS[name]
     assert dtype.itemsize == struct_.sizeof()
     rng = np.random.default_rng(7)
     raw = rng.integers(0, 256, dtype.itemsize, dtype=np.uint8).tobytes()

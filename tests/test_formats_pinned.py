@@ -67,6 +67,23 @@ def test_every_record_is_laid_out_as_its_formats_table():
         assert dtype.itemsize == struct_.sizeof() == len(doc), name
 
 
+def test_the_kick_word_is_laid_out_as_formats_section_9():
+    """F.KICK_DTYPE (the one TOPSP_KICK layout bundle, diff and simulate use, review 53e) puts
+    every byte in the field FORMATS §9's table does, the sync fields grouped as ``sync``, the
+    reserved bytes 20..63 as ``reserved_20``; TopspKick has its size and builds a2 10."""
+    from test_diff_doc_fields import _kick_fields
+    doc = {k: "reserved_20" if v.startswith("reserved[") else v
+           for k, v in _kick_fields().items()}
+    got = {k: v.removeprefix("sync.") for k, v in _dtype_byte_fields(F.KICK_DTYPE).items()}
+    assert got == doc
+    assert F.KICK_DTYPE.itemsize == F.TopspKick.sizeof() == len(doc) == 64
+    assert _row("## 9. The rewritten NEFF", "opcode")[3].startswith("0xA2")
+    raw = F.TopspKick.build(dict(sync=dict(wait_mode=0, wait_idx=0, update_mode=0,
+                                           update_idx=0, semaphore_value=0),
+                                 spad_index=0, word=0, trigger=0))
+    assert raw[:4] == bytes([0xA2, 16, 0, 0]) and raw[4:] == bytes(60)
+
+
 def test_the_fixed_bytes_of_the_0xbf_word_are_formats_section_4s():
     # FORMATS §4: "| 0 | u8 | opcode | 0xBF" (seed 000: S3D3_COLLECTIVE), 64 bytes = 16 dwords
     assert _row(SECTIONS["sb2sb.bin"], "opcode")[3].startswith("0xBF")

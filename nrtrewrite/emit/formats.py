@@ -2,10 +2,11 @@
 
 Each record has a numpy structured dtype (the bulk path: emit builds whole
 arrays and calls ``tobytes()``) and a construct struct (the reference: single
-records, decoding for ``dump``, and the test oracle).  tests/test_formats.py
+records, decoding for ``dump``, and the test oracle).  tests/test_emit_formats.py
 checks ``dtype.itemsize == struct.sizeof()`` and identical bytes for the same
-record.  Bit-field words are kept as integers with documented shifts and
-masks (STYLE.md: construct's BitStruct is MSB-first).
+record, nested fields too; tests/test_formats_pinned.py pins the constants and
+layouts to docs/FORMATS.md's tables.  Bit-field words are kept as integers with
+documented shifts and masks (STYLE.md: construct's BitStruct is MSB-first).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 
 from nrtrewrite.codes import Opcode
 from nrtrewrite.errors import json_text
+from nrtrewrite.neff.instructions import LENGTH_DW
 
 # ---------------------------------------------------------------------------
 # spad_ctrl_entry (seed 000 §4.3), 8 bytes: ``header`` and the 7-byte spad_ctrl_cc_op_entry
@@ -263,6 +265,48 @@ NET_MAX_CREDITS = 0x1FF
 NET_INITIAL_SEND_CREDITS = 8
 NET_ENDING_RECV_CREDITS = 8
 
+# ---------------------------------------------------------------------------
+# TOPSP_KICK (docs/FORMATS.md §9), 64 bytes: the word the rewritten NEFF holds in place of each
+# trigger word (0xD9 and 0xDA: two words).  Bytes 0..11 are the common instruction header
+# (NEFF-LIKE.md §2), its ``sync`` fields (bytes 4..11) copied from the trigger word.
+TOPSP_KICK_OPCODE = 0xA2
+#: The sync fields of the common header (bytes 4..11 of a word), kept by a kick word.
+KICK_SYNC_DTYPE = np.dtype([("wait_mode", "u1"), ("wait_idx", "u1"), ("update_mode", "u1"),
+                            ("update_idx", "u1"), ("semaphore_value", "<u4")])
+KICK_DTYPE = np.dtype([
+    ("opcode", "u1"), ("length_dw", "u1"), ("reserved_2", "<u2"),
+    ("sync", KICK_SYNC_DTYPE),
+    ("spad_index", "<u2"),  # the trigger's first SPAD entry on its group's leader
+    ("word", "<u2"),  # 0, or 1 for the second word of a former 0xD9+0xDA pair
+    ("trigger", "<u4"),  # trigger ordinal
+    ("reserved_20", "u1", (44,)),
+])
+KickSync = cs.Struct(
+    "wait_mode" / cs.Int8ul, "wait_idx" / cs.Int8ul, "update_mode" / cs.Int8ul,
+    "update_idx" / cs.Int8ul, "semaphore_value" / cs.Int32ul,
+)
+TopspKick = cs.Struct(
+    "opcode" / cs.Const(TOPSP_KICK_OPCODE, cs.Int8ul),
+    "length_dw" / cs.Const(LENGTH_DW, cs.Int8ul),
+    "reserved_2" / cs.Const(0, cs.Int16ul),
+    "sync" / KickSync,
+    "spad_index" / cs.Int16ul,
+    "word" / cs.Int16ul,
+    "trigger" / cs.Int32ul,
+    "reserved_20" / cs.Const(bytes(44)),
+)
+
+
+def kick_words(sync: np.ndarray, spad_index, word, trigger) -> np.ndarray:
+    """TOPSP_KICK records (:data:`KICK_DTYPE`): ``sync`` (:data:`KICK_SYNC_DTYPE` records, the
+    trigger words' bytes 4..11) with each one's ``spad_index``, ``word`` and ``trigger``."""
+    out = np.zeros(sync.shape, KICK_DTYPE)
+    out["opcode"], out["length_dw"] = TOPSP_KICK_OPCODE, LENGTH_DW
+    out["sync"] = sync
+    out["spad_index"], out["word"], out["trigger"] = spad_index, word, trigger
+    return out
+
+
 #: The output folder (docs/FORMATS.md §1): its top-level manifest's ``format`` and
 #: ``format_version``, written by :mod:`nrtrewrite.bundle` and checked by the simulator.
 FORMAT_NAME = "nrtrewrite-lowered"
@@ -342,4 +386,9 @@ ARTIFACTS: dict[str, tuple[np.dtype, cs.Construct]] = {
     "net_ops.bin": (NET_OPS_INFO_DTYPE, NetOpsInfo),
     "net_src.bin": (NET_SRC_ADDR_DTYPE, NetSrcAddr),
     "net_dest.bin": (NET_DEST_ADDR_DTYPE, NetDestAddr),
+}
+#: Every record layout declared here, (numpy dtype, construct struct): the artifacts' and the
+#: TOPSP_KICK word the rewritten NEFF holds (docs/FORMATS.md §9).
+RECORDS: dict[str, tuple[np.dtype, cs.Construct]] = {
+    **ARTIFACTS, "TOPSP_KICK": (KICK_DTYPE, TopspKick),
 }

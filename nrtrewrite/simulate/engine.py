@@ -25,6 +25,7 @@ from nrtrewrite import codes
 from nrtrewrite.codes import DType, SdmaCceType
 from nrtrewrite.errors import (NrtRewriteError, OutputError, SimulationError, cut_line,
                                escape_controls, json_text, temporary_name)
+from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.formats import rank_dir_name
 from nrtrewrite.entryslots import ENTRY_POST_SEMS
 from nrtrewrite.simulate.artifacts import (
@@ -137,6 +138,11 @@ def _describe(acc: Access | None) -> str:
 def _who(acc: Access):
     """What ``acc`` names: a leg's packed name unpacked (:meth:`LegName.of`), else as kept."""
     return LegName.of(acc.who) if acc.kind == Access.LEG else acc.who
+
+
+def _kick(word: bytes) -> np.void:
+    """A 64-byte instruction word read as a TOPSP_KICK record (``F.KICK_DTYPE``)."""
+    return np.frombuffer(word, F.KICK_DTYPE)[0]
 
 
 class _Queue:
@@ -371,10 +377,11 @@ class Simulator:
                     raise SimulationError(f"no instruction {idx} in {escape_controls(member)} for "
                                           f"TOPSP_KICK word {w} of trigger {t.ordinal}", **where)
                 word = stream[off:off + 64]
-                sync = bytes(in_stream[off + 4:off + 12]) if in_stream is not None else None
+                sync = (_kick(in_stream[off:off + 64])["sync"].tobytes()
+                        if in_stream is not None else None)
                 self._check_kick_word(t, w, words, word, sync, where)
                 self._kick_spad.setdefault(t.ordinal, []).append(
-                    (int.from_bytes(word[12:14], "little"), member, idx))
+                    (int(_kick(word)["spad_index"]), member, idx))
                 kick_words.setdefault(member, set()).add(idx)
         self._check_length(model, path)
         if self.model is not None:
@@ -415,10 +422,11 @@ class Simulator:
                                       "recomputed (FORMATS §9)", file=path, field=name,
                                       offset=HEADER_FIELDS[name][0])
 
-    #: TOPSP_KICK fields (FORMATS §9): (field, first byte, bytes)
-    _KICK_FIELDS = (("opcode", 0, 1), ("length_dw", 1, 1), ("reserved", 2, 2), ("sync", 4, 8),
-                    ("spad_index", 12, 2), ("word", 14, 2), ("trigger", 16, 4),
-                    ("reserved", 20, 44))
+    #: TOPSP_KICK fields (FORMATS §9, ``F.KICK_DTYPE``): (field, first byte, bytes), the
+    #: reserved ones named ``reserved`` (a differing byte of them is named by its offset)
+    _KICK_FIELDS = tuple(("reserved" if n.startswith("reserved") else n,
+                          F.KICK_DTYPE.fields[n][1], F.KICK_DTYPE.fields[n][0].itemsize)
+                         for n in F.KICK_DTYPE.names)
 
     @staticmethod
     def _kick_what(t: TriggerSpec, w: int, words: int) -> str:
@@ -433,8 +441,9 @@ class Simulator:
         spad_index is :meth:`_check_kicks`'s."""
         from nrtrewrite.bundle import kick_word
 
-        exp = kick_word(word[4:12] if sync is None else sync,
-                        int.from_bytes(word[12:14], "little"), w, t.ordinal)
+        got = _kick(word)
+        exp = kick_word(got["sync"].tobytes() if sync is None else sync,
+                        int(got["spad_index"]), w, t.ordinal)
         if word == exp:
             return
         first = next(j for j in range(64) if word[j] != exp[j])
