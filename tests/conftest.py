@@ -49,8 +49,22 @@ os.environ.pop("NRTREWRITE_ALGO", None)
 # two-core machine does that (pytest stopped for 0.3 s at a time failed
 # test_plan_halving_ends_on_the_super_block_and_doubling_covers_everything).  The profile in
 # force is kept otherwise (the CI profile's derandomize and database).
+#
+# NRTREWRITE_HYPOTHESIS_PROFILE=thorough runs ten times the examples (README.md "Development"):
+# every test without its own max_examples 1000 instead of 100, and the property tests'
+# own counts times ten (:func:`examples`).  Another name is Hypothesis's error.
 settings.register_profile("nrtrewrite", settings(settings.default, deadline=None))
-settings.load_profile("nrtrewrite")
+settings.register_profile("thorough", settings(settings.get_profile("nrtrewrite"),
+                                               max_examples=10 * settings.default.max_examples))
+settings.load_profile(os.environ.get("NRTREWRITE_HYPOTHESIS_PROFILE") or "nrtrewrite")
+
+
+def examples(n: int) -> int:
+    """A property test's ``max_examples``: ``n`` under the default profile, scaled as the
+    loaded profile scales Hypothesis's own default (``thorough``: ten times ``n``)."""
+    scale = settings().max_examples / settings.get_profile("nrtrewrite").max_examples
+    return max(1, round(n * scale))
+
 
 _BASE_SPEC = {
     "header": {"pkg_version": 2, "name": "base", "lnc_size": 1},

@@ -12,6 +12,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from conftest import examples
 from test_simulate import assert_clean, coll_spec, lower_spec
 
 REDUCE_DTYPES = ["bf16", "fp16", "fp32r", "fp8_e3", "fp8_e4", "fp8_e5"]
@@ -37,7 +38,7 @@ def collectives(draw):
     return op, ranks, dtype, alu, count, seed, lnc
 
 
-@settings(max_examples=15, deadline=None, derandomize=True,
+@settings(max_examples=examples(15), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(collectives())
 @example(("all_reduce", 16, "bf16", "add", 1 << 20, 1, 2))  # 4 channels
@@ -53,7 +54,7 @@ def test_any_collective_simulates_bit_exactly(case):
         assert_clean(out, seed=seed)
 
 
-@settings(max_examples=4, deadline=None, derandomize=True)
+@settings(max_examples=examples(4), deadline=None, derandomize=True)
 @given(st.sampled_from(["all_reduce", "all_gather", "reduce_scatter"]),
        st.sampled_from(["bf16", "fp16", "fp8_e4"]), st.integers(1, 3000), st.integers(0, 99))
 def test_two_node_collectives(op, dtype, count, seed):
@@ -63,3 +64,161 @@ def test_two_node_collectives(op, dtype, count, seed):
     with tempfile.TemporaryDirectory() as d:
         out = lower_spec(two_node_spec(op, dtype, count), Path(d) / "out")
         assert_clean(out, seed=seed)
+
+
+# ---------------------------------------------------------------------------
+# Every engine forced (review 53e: the tests above lower RING, lower_spec's default; MESH and
+# INTRA_RDH have their own in test_mesh.py and test_rdh.py).  Each draws the groups where the
+# engine is legal (docs/SELECTION.md §3) and lowers with ``--algo`` forcing it: a refusal
+# fails the test as a mismatch does.  Sizes are small (a few seconds a test); more examples
+# under NRTREWRITE_HYPOTHESIS_PROFILE=thorough (tests/conftest.py, :func:`examples`).
+
+#: ranks a trn2 node holds at LNC 1 and 2 (128 NeuronCores, 8 a device)
+TRN2_NODE = {1: 128, 2: 64}
+TRN2_DEVICE = {1: 8, 2: 4}
+
+
+def _count(draw, ranks: int, op: str, cap: int, least: int = 1) -> int:
+    """An element count of at least ``least`` and at most ``cap`` a rank (a primes' share),
+    a multiple of ``ranks`` for a reduce-scatter."""
+    count = draw(st.one_of(st.integers(least, cap),
+                           st.sampled_from([max(least, p) for p in PRIMES if p <= cap])))
+    return max(1, count // ranks) * ranks if op == "reduce_scatter" else count
+
+
+def _lower_and_simulate(case, topology: str, algo: str) -> None:
+    """Lower ``case`` (op, ranks, dtype, alu, count, seed, lnc) forced to ``algo`` on
+    ``topology`` and simulate it: every trigger matches, and the engine is ``algo``'s."""
+    import json
+    from test_simulate import lower_neff
+    from nrtrewrite.neff.assembler import assemble_spec
+    op, ranks, dtype, alu, count, seed, lnc = case
+    with tempfile.TemporaryDirectory() as d:
+        neff = Path(d) / "m.neff"
+        neff.write_bytes(assemble_spec(coll_spec(op, dtype, ranks, count, alu, lnc=lnc)))
+        out = lower_neff(neff, Path(d) / "out", topology=topology, algo=algo)
+        engine = json.loads((out / "manifest.json").read_text())["triggers"][0]["algorithm"]
+        assert engine == algo.partition(";")[0].upper(), (engine, algo)
+        assert_clean(out, seed=seed)
+
+
+@st.composite
+def kangaring_cases(draw):
+    """KANGARING: trn2, one node, whole devices, more than 4 ranks at LNC 2 and more than 8
+    at LNC 1, a reduce only ADD."""
+    op = draw(st.sampled_from(["all_reduce", "all_gather", "reduce_scatter"]))
+    lnc = draw(st.sampled_from([1, 2]))
+    n = TRN2_DEVICE[lnc] * draw(st.integers(2, 4))
+    dtype = draw(st.sampled_from(ANY_DTYPES if op == "all_gather" else REDUCE_DTYPES))
+    count = _count(draw, n, op, 4096 if op == "all_gather" else 16384)
+    return op, list(range(n)), dtype, "add", count, draw(st.integers(0, 2**31 - 1)), lnc
+
+
+@settings(max_examples=examples(4), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(kangaring_cases())
+@example(("all_reduce", list(range(8)), "bf16", "add", 509, 1, 2))  # the least group, LNC 2
+def test_kangaring_forced_simulates_bit_exactly(case):
+    _lower_and_simulate(case, "trn2", "kangaring")
+
+
+@st.composite
+def single_cycle_ring_cases(draw):
+    """SINGLE_CYCLE_RING: an all-reduce of any group (docs/SELECTION.md §3: forced, any
+    group): inside a device, over devices, or over two nodes, any reduce op."""
+    plat = draw(st.sampled_from(["trn1", "trn2"]))
+    lnc = 1 if plat == "trn1" else draw(st.sampled_from([1, 2]))
+    per_node = (32 if plat == "trn1" else TRN2_NODE[lnc])
+    n = draw(st.integers(2, 8))
+    where = draw(st.sampled_from(["node", "strided", "two_nodes"]))
+    if where == "node":
+        ranks = list(range(n))
+    elif where == "strided":
+        stride = draw(st.sampled_from([2, 3, 4]))
+        ranks = [i * stride for i in range(n)]
+    else:
+        half = draw(st.integers(1, n - 1))
+        ranks = list(range(half)) + list(range(per_node, per_node + n - half))
+    topology = f"{plat}:nodes=2" if where == "two_nodes" else plat
+    dtype = draw(st.sampled_from(REDUCE_DTYPES))
+    alu = draw(st.sampled_from(["add", "max", "min"]))
+    count = _count(draw, n, "all_reduce", 8192)
+    return ("all_reduce", ranks, dtype, alu, count, draw(st.integers(0, 2**31 - 1)),
+            lnc), topology
+
+
+@settings(max_examples=examples(5), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(single_cycle_ring_cases())
+@example((("all_reduce", [0, 128], "fp32r", "max", 1, 2, 1), "trn2:nodes=2"))  # its libnrt gate
+@example((("all_reduce", [0, 1, 2, 128], "fp8_e3", "min", 4097, 6, 1), "trn2:nodes=2"))
+def test_single_cycle_ring_forced_simulates_bit_exactly(drawn):
+    case, topology = drawn
+    _lower_and_simulate(case, topology, "single_cycle_ring")
+
+
+#: HIER overrides (docs/SELECTION.md §5, §8): the default legs, and its inter all-reduce leg
+#: forced to SINGLE_CYCLE_RING or RING (a HIER leg is RING, KANGARING or SINGLE_CYCLE_RING)
+HIER_ALGOS = ["hier", "hier;inter_allr:single_cycle_ring", "hier;inter_allr:ring"]
+
+
+@st.composite
+def hier_cases(draw):
+    """HIER: a symmetric group over two nodes (or three), more than one rank a node, an
+    all-reduce of at least the local ranks' count of elements."""
+    op = draw(st.sampled_from(["all_reduce", "all_gather", "reduce_scatter"]))
+    plat = draw(st.sampled_from(["trn1", "trn2"]))
+    lnc = 1 if plat == "trn1" else draw(st.sampled_from([1, 2]))
+    per_node = (32 if plat == "trn1" else TRN2_NODE[lnc])
+    nodes = draw(st.sampled_from([2, 2, 3]))
+    local = draw(st.integers(2, 4))
+    first = draw(st.sampled_from([0, 1]))
+    ranks = [nd * per_node + first + i for nd in range(nodes) for i in range(local)]
+    n = len(ranks)
+    dtype = draw(st.sampled_from(ANY_DTYPES if op == "all_gather" else REDUCE_DTYPES))
+    alu = draw(st.sampled_from(["add", "max", "min"]))
+    count = _count(draw, n, op, 2048 if op == "all_gather" else 8192, least=local)
+    algo = draw(st.sampled_from(HIER_ALGOS)) if op == "all_reduce" else "hier"
+    return ((op, ranks, dtype, alu, count, draw(st.integers(0, 2**31 - 1)), lnc),
+            f"{plat}:nodes={nodes}", algo)
+
+
+@settings(max_examples=examples(5), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(hier_cases())
+@example((("all_reduce", [0, 1, 64, 65], "bf16", "add", 2, 3, 2), "trn2:nodes=2", "hier"))
+@example((("all_reduce", list(range(8)) + list(range(64, 72)), "fp16", "add", 4099, 4, 2),
+          "trn2:nodes=2", "hier;intra_redsct:kangaring;intra_allg:kangaring"))
+@example((("all_reduce", [1, 2, 3, 33, 34, 35], "fp16", "max", 1000, 5, 1), "trn1:nodes=2",
+          "hier;inter_allr:ring"))
+@example((("all_reduce", [0, 1, 64, 65, 128, 129], "fp8_e5", "add", 255, 6, 2), "trn2:nodes=3",
+          "hier;inter_allr:single_cycle_ring"))
+def test_hier_forced_simulates_bit_exactly(drawn):
+    case, topology, algo = drawn
+    _lower_and_simulate(case, topology, algo)
+
+
+@st.composite
+def inter_rdh_cases(draw):
+    """INTER_RDH: one rank a node, a power of two of nodes, at least 8 (inter_rdh_min_nodes)."""
+    op = draw(st.sampled_from(["all_reduce", "all_gather", "reduce_scatter"]))
+    plat = draw(st.sampled_from(["trn1", "trn2"]))
+    lnc = 1 if plat == "trn1" else draw(st.sampled_from([1, 2]))
+    per_node = (32 if plat == "trn1" else TRN2_NODE[lnc])
+    nodes = draw(st.sampled_from([8, 8, 16]))
+    ranks = [nd * per_node + draw(st.integers(0, 3)) for nd in range(nodes)]
+    dtype = draw(st.sampled_from(ANY_DTYPES if op == "all_gather" else REDUCE_DTYPES))
+    alu = draw(st.sampled_from(["add", "max", "min"]))
+    count = _count(draw, nodes, op, 2048 if op == "all_gather" else 8192)
+    return ((op, ranks, dtype, alu, count, draw(st.integers(0, 2**31 - 1)), lnc),
+            f"{plat}:nodes={nodes}")
+
+
+@settings(max_examples=examples(4), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(inter_rdh_cases())
+@example((("reduce_scatter", [0, 64, 128, 192, 256, 320, 384, 448], "fp8_e4", "min", 8, 5, 2),
+          "trn2:nodes=8"))
+def test_inter_rdh_forced_simulates_bit_exactly(drawn):
+    case, topology = drawn
+    _lower_and_simulate(case, topology, "inter_rdh")
