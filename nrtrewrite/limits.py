@@ -73,12 +73,15 @@ LIMITS: tuple[Limit, ...] = (
     Limit("MAX_FILE_BYTES", MAX_FILE_BYTES, "ours: the input file, from its size before reading",
           "neff/container.read_file_bytes, diff._NeffFile.walk"),
     Limit("MAX_TOTAL_BYTES", MAX_TOTAL_BYTES, "ours: the decompressed tar stream (streaming "
-          "gunzip stops at it)", "neff/container._Gunzip"),
+          "gunzip stops at it)", "neff/container._Gunzip; neff/assembler.check_archive and "
+          "bundle._check_neff_size (a tar counted from its members' sizes before it is "
+          "written)"),
     Limit("MAX_MEMBER_BYTES", MAX_MEMBER_BYTES, "ours: one tar member, from its tar header",
           "neff/container.iter_members; neff/assembler (a stream's words, a JSON member's "
           "bytes counted before it is written)"),
     Limit("MAX_MEMBERS", MAX_MEMBERS, "ours: tar members (file members; directory entries "
-          "are not members)", "neff/container.iter_members"),
+          "are not members)", "neff/container.iter_members; neff/assembler.member_hatches "
+          "(counted as members are placed)"),
     Limit("MAX_DIRECTORY_ENTRIES", MAX_DIRECTORY_ENTRIES, "ours: tar directory entries "
           "(accepted and left out, bounded apart from MAX_MEMBERS)",
           "neff/container.iter_members"),

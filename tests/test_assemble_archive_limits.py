@@ -4,8 +4,17 @@ is built (docs/ASSEMBLE.md "Escape hatches"); and extra_members cost linear time
 
 from __future__ import annotations
 
+import gzip
+import io
+import tarfile
+
+import pytest
+
+import nrtrewrite.neff.assembler as asm
+from nrtrewrite.errors import LimitError, ValidationError
+from nrtrewrite.neff import container
 from nrtrewrite.neff.assembler import assemble_spec
-from nrtrewrite.neff.container import read_container
+from nrtrewrite.neff.container import Limits, read_container
 
 
 class _Counted(str):
@@ -53,3 +62,192 @@ def test_a_replaced_member_moves_to_the_end_and_an_omitted_one_comes_back_last(b
                              "sg00/pool.bin"]
     assert (members["a"], members["b"], members["neff.json"], members["sg00/pool.bin"]) == (
         b"2", b"b", b"{}", bytes(64))
+
+
+# -- MAX_MEMBERS: the members the reader reads ------------------------------------------------
+
+def _too_many(field: str, member: str, limit: int) -> str:
+    """ASSEMBLE.md's refusal of the member one past ``limit`` members."""
+    return (f"<spec>: field {field}: member {member}: it would be member {limit + 1} of the "
+            f"archive, more than the {limit} members the reader reads (MAX_MEMBERS)")
+
+
+def test_more_than_max_members_through_extra_members_are_refused_before_the_archive(
+        base_spec):
+    """The base spec makes 4 members (neff.json, sg00/def.json, sg00/sp.bin, sg00/pool.bin);
+    65,532 extra members make 65,536 (MAX_MEMBERS, the real limit) and one more is member
+    65,537: refused at extra_members[65532], with validate: false too (the reader, which
+    refuses such a file, is not asked)."""
+    base_spec.update(validate=False, extra_members=[{"name": f"x/{i}"} for i in range(65533)])
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(base_spec)
+    assert str(exc.value) == _too_many("extra_members[65532]", "x/65532", 65536)
+
+
+def test_members_at_a_patched_limit_are_written_and_read_back_one_more_refused(
+        base_spec, monkeypatch):
+    """With MAX_MEMBERS patched to 6: the 4 generated members and 2 extra ones are written and
+    a reader allowing 6 members reads them; an extra member replacing one (neff.json) adds
+    none; a third new one is refused, naming it.  Generated members past the limit are
+    refused at the spec key making the first one past it (MAX_MEMBERS 3: sg00/pool.bin, of
+    engines.pool), and omitting one of them makes them fit."""
+    monkeypatch.setattr(asm, "MAX_MEMBERS", 6)
+    extra = [{"name": "a"}, {"name": "neff.json", "text": "{}"}, {"name": "b"}]
+    base_spec.update(validate=False, extra_members=extra)
+    data = assemble_spec(base_spec)
+    assert list(read_container(data, limits=Limits(max_members=6)).members) == [
+        "sg00/def.json", "sg00/sp.bin", "sg00/pool.bin", "a", "neff.json", "b"]
+    extra.insert(2, {"name": "c", "hex": "00"})
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(base_spec)
+    assert str(exc.value) == _too_many("extra_members[3]", "b", 6)
+
+    monkeypatch.setattr(asm, "MAX_MEMBERS", 3)
+    base_spec["extra_members"] = []
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(base_spec)
+    assert str(exc.value) == _too_many("subgraphs[0].engines.pool", "sg00/pool.bin", 3)
+    base_spec["omit_members"] = ["sg00/sp.bin"]
+    assert list(read_container(assemble_spec(base_spec), limits=Limits(max_members=3)).members
+                ) == ["neff.json", "sg00/def.json", "sg00/pool.bin"]
+
+
+# -- MAX_TOTAL_BYTES: the decompressed payload the reader reads -------------------------------
+
+def _too_big(field: str, member: str, size: int, limit: int) -> str:
+    """ASSEMBLE.md's refusal of an archive whose tar would be ``size`` bytes, past ``limit``,
+    passing it at ``member``."""
+    return (f"<spec>: field {field}: member {member}: the archive's tar would be {size} bytes, "
+            f"more than the {limit} bytes the reader allows a decompressed payload "
+            "(MAX_TOTAL_BYTES); it passes the limit at this member")
+
+
+def _tar_of(data: bytes) -> bytes:
+    """The decompressed tar of a NEFF-like file (its 1024-byte header, then gzip)."""
+    return gzip.decompress(data[1024:])
+
+
+def _ends(tar: bytes) -> list[tuple[str, int]]:
+    """Each member's name and where its data's last 512-byte block ends, read by the standard
+    library's tarfile (not the assembler's count)."""
+    with tarfile.open(fileobj=io.BytesIO(tar)) as tf:
+        return [(info.name, info.offset_data + -(-info.size // 512) * 512)
+                for info in tf.getmembers()]
+
+
+_SPEC_KEYS = {"neff.json": "neff_json", "sg00/def.json": "subgraphs[0]",
+              "sg00/sp.bin": "subgraphs[0].engines.sp",
+              "sg00/pool.bin": "subgraphs[0].engines.pool", "t.txt": "extra_members[0].text",
+              "e": "extra_members[1]", "j.json": "extra_members[2].json",
+              "h.bin": "extra_members[3].hex", "n" * 150: "extra_members[4].text"}
+
+
+def _total_spec(base_spec: dict) -> dict:
+    base_spec.update(validate=False, extra_members=[
+        {"name": "t.txt", "text": "t" * 1000}, {"name": "e"},
+        {"name": "j.json", "json": {"a": ["b"] * 300}}, {"name": "h.bin", "hex": "ab" * 513},
+        {"name": "n" * 150, "text": "long name: a pax header before it"}])
+    return base_spec
+
+
+@pytest.mark.parametrize("member", list(_SPEC_KEYS), ids=lambda name: name[:20])
+def test_a_tar_past_a_patched_total_limit_is_refused_at_the_member_that_passes_it(
+        base_spec, monkeypatch, member):
+    """The tar the spec makes, read by tarfile: the members up to ``member`` and the two zero
+    blocks that end a tar (1024 bytes) fit a limit one byte less than they take only without
+    ``member``: with MAX_TOTAL_BYTES patched to that, the archive is refused at the spec key
+    giving ``member`` (a stream, a def.json, an extra member of text, hex, JSON, none, a name
+    of 150 bytes written with a pax header), saying the whole tar's size."""
+    spec = _total_spec(base_spec)
+    tar = _tar_of(assemble_spec(spec))
+    ends = dict(_ends(tar))
+    whole = max(ends.values()) + 1024
+    limit = ends[member] + 1024 - 1
+    monkeypatch.setattr(asm, "MAX_TOTAL_BYTES", limit)
+    monkeypatch.setattr(container, "MAX_TOTAL_BYTES", limit)
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(spec)
+    assert str(exc.value) == _too_big(_SPEC_KEYS[member], member, whole, limit)
+
+
+def test_a_tar_of_exactly_a_patched_total_limit_is_written_and_read_back(
+        base_spec, monkeypatch):
+    """With MAX_TOTAL_BYTES patched to the tar's size (tarfile's: the last member's data's end
+    and the two zero blocks), the file is written, its tar exactly that long (the record
+    padding stops at the limit), and a reader allowing that many bytes reads every member;
+    one byte less and the assembler refuses it, as the reader refuses the file it wrote
+    before (validate: false)."""
+    spec = _total_spec(base_spec)
+    unpatched = assemble_spec(spec)
+    tar = _tar_of(unpatched)
+    size = max(end for _, end in _ends(tar)) + 1024
+    assert len(tar) > size  # (the record padding, to 10240 bytes)
+    monkeypatch.setattr(asm, "MAX_TOTAL_BYTES", size)
+    monkeypatch.setattr(container, "MAX_TOTAL_BYTES", size)
+    data = assemble_spec(spec)
+    assert _tar_of(data) == tar[:size]
+    assert read_container(data, limits=Limits(max_total_bytes=size)).members == \
+        read_container(unpatched).members
+    with pytest.raises(LimitError):
+        read_container(unpatched, limits=Limits(max_total_bytes=size - 1))
+    monkeypatch.setattr(asm, "MAX_TOTAL_BYTES", size - 1)
+    monkeypatch.setattr(container, "MAX_TOTAL_BYTES", size - 1)
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(spec)
+    assert str(exc.value) == _too_big("extra_members[4].text", "n" * 150, size, size - 1)
+
+
+def _python_encoder_writes_at_most(monkeypatch, limit: int) -> None:
+    """Make json.dumps's pure-Python encoder (the one an indent takes) fail once it has
+    written more than ``limit`` characters in one call (as test_neff_assembler's)."""
+    import json.encoder
+
+    make = json.encoder._make_iterencode
+
+    def bounded(*args, **kwargs):
+        iterencode = make(*args, **kwargs)
+
+        def counted(o, level):
+            written = 0
+            for chunk in iterencode(o, level):
+                written += len(chunk)
+                if written > limit:
+                    raise AssertionError(f"json's pure-Python encoder wrote {written} "
+                                         "characters")
+                yield chunk
+        return counted
+    monkeypatch.setattr(json.encoder, "_make_iterencode", bounded)
+
+
+def test_json_members_each_under_max_member_bytes_past_max_total_bytes_are_not_written(
+        base_spec, monkeypatch):
+    """Three JSON members of 1000 rows of the same list of 1000 strings of 1500 x's (shared
+    values: a few KiB of memory), each under the reader's 2 GiB member limit, make a tar past
+    its 4 GiB (MAX_TOTAL_BYTES, the real limit): refused at the third, the one that passes it,
+    without writing any (json's indented writer bounded to 1 MiB, memory under 16 MiB).
+    Worked line by line: ``[`` and a newline; each row ``  [`` and a newline, each string 4
+    spaces, its 1502 bytes and a newline, a comma after each but the last, and ``  ]`` and a
+    newline; a comma after each row but the last; ``]`` and a newline: 1,508,008,003 bytes a
+    member, each after a 512-byte header and padded to 512 bytes, after the base spec's
+    members (their tar's end read by tarfile), then the 1024 bytes that end a tar."""
+    import tracemalloc
+
+    base = max(end for _, end in _ends(_tar_of(assemble_spec(base_spec))))
+    row = ["x" * 1500] * 1000
+    value = [row] * 1000
+    size = 2 + 1000 * (4 + 1000 * (4 + 1502 + 1) + 999 + 4) + 999 + 2
+    assert size == 1_508_008_003 and size < 2 << 30
+    base_spec.update(validate=False, extra_members=[
+        {"name": name, "json": value} for name in ("a.json", "b.json", "c.json")])
+    whole = base + 3 * (512 + -(-size // 512) * 512) + 1024
+    assert whole > 4 << 30
+    _python_encoder_writes_at_most(monkeypatch, 1 << 20)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValidationError) as exc:
+            assemble_spec(base_spec)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20
+    assert str(exc.value) == _too_big("extra_members[2].json", "c.json", whole, 4 << 30)

@@ -30,7 +30,8 @@ import os
 import re
 import uuid as uuidlib
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, Callable
 
 import construct as cs
 import yaml
@@ -43,8 +44,9 @@ from nrtrewrite.errors import (
 from nrtrewrite import jsonin
 from nrtrewrite.jsonin import MAX_JSON_INT_DIGITS, non_finite_path
 from nrtrewrite.neff.container import (
-    HEADER_FIELDS, HEADER_SIZE, MAX_MEMBER_BYTES, NEFF_HEADER, build_container, default_header,
-    MAX_SPEC_FILE_BYTES, check_member_name, read_file_bytes, shown_member_name,
+    END_OF_ARCHIVE, HEADER_FIELDS, HEADER_SIZE, MAX_MEMBER_BYTES, MAX_MEMBERS, MAX_TOTAL_BYTES,
+    NEFF_HEADER, build_container, default_header, MAX_SPEC_FILE_BYTES, check_member_name,
+    read_file_bytes, shown_member_name, tar_member_bytes,
 )
 from nrtrewrite.neff.fields import patch_field
 from nrtrewrite.neff.instructions import (
@@ -90,6 +92,21 @@ _TRIGGER_KEYS = ("opcode", "dtype", "op", "group", "num_elements", "bytes", "src
 
 #: Instruction words one stream member can hold (the reader's member size limit).
 MAX_STREAM_WORDS = MAX_MEMBER_BYTES // WORD_SIZE
+
+
+@dataclass(frozen=True)
+class _Member:
+    """A member of the archive being assembled: its exact size in bytes, the spec key that
+    gives it (where a refusal of the archive names it), and its bytes or what makes them (a
+    JSON member is written, a stream's words joined, once the archive is known to fit the
+    reader's limits: :meth:`_Assembler.check_archive`)."""
+
+    size: int
+    path: str
+    made: bytes | Callable[[], bytes]
+
+    def data(self) -> bytes:
+        return self.made if isinstance(self.made, bytes) else self.made()
 
 
 @dataclass
@@ -514,8 +531,10 @@ class _Assembler:
         return ValidationError(why, Where(file=self.source, field=path or None),
                                left_out=left_out)
 
-    def json_member(self, obj: Any, member: str, path: str, field=None) -> bytes:
-        """``obj`` as a JSON member (:func:`_json_bytes`), or a spec error at ``path``; a
+    def json_member(self, obj: Any, member: str, path: str, field=None) -> _Member:
+        """``obj`` as a JSON member, its size counted now (:func:`_json_member_size`) and its
+        bytes written once the archive is known to fit (:meth:`check_archive`,
+        :func:`_json_bytes`), or a spec error at ``path``; a
         recursive YAML alias (:meth:`acyclic`), a lone surrogate, a value JSON cannot hold
         (a YAML date, ``!!set`` or ``!!binary``; NaN from the API) and a mapping key that is
         not a string (``{1: a}``, which json.dumps writes as ``"1"``: checked first, by a walk
@@ -528,7 +547,7 @@ class _Assembler:
         try:
             if isinstance(obj, (dict, list)) and _key_not_string(obj):
                 raise _NotJson("a key that is not a string")  # (named below)
-            return _json_bytes(obj, self.aliased)
+            size = _json_member_size(obj, self.aliased)
         except _Circular as err:
             self.acyclic(obj, path, field)  # raises, at the key path
             # (cannot be: the walk finds every cycle)
@@ -551,6 +570,14 @@ class _Assembler:
                                  f"{MAX_JSON_MEMBER_BYTES} bytes a member may hold "
                                  "(MAX_MEMBER_BYTES, the reader's limit)") from None
         except ValidationError as err:
+            raise self.err(path, err.reason, err.left_out) from None
+        return _Member(size, path, partial(self.written_json, obj, path))
+
+    def written_json(self, obj: Any, path: str) -> bytes:
+        """The bytes of a JSON member :meth:`json_member` has counted and checked."""
+        try:
+            return _json_bytes(obj)
+        except ValidationError as err:  # (cannot be: the count met what json.dumps refuses)
             raise self.err(path, err.reason, err.left_out) from None
 
     def acyclic(self, obj: Any, path: str, field=None) -> None:
@@ -644,11 +671,11 @@ class _Assembler:
         if not isinstance(sgs, list) or not sgs:
             raise self.err("subgraphs", "needs a non-empty list of subgraphs"
                                         + _instead(spec, "subgraphs"))
-        members: list[tuple[str, bytes]] = []
+        members: list[tuple[str, _Member]] = []
         names: list[str] = []
         named: set[str] = set()  # (names, by hash: each was compared with every one before
         # it, 16,000 subgraphs 18 s with validate: false, now 11 s)
-        sg_members: list[tuple[str, bytes]] = []
+        sg_members: list[tuple[str, _Member]] = []
         made_by: dict[str, int] = {}  # member name -> the subgraph that made it
         for i, sg in enumerate(sgs):
             name, items = self.subgraph(sg, f"subgraphs[{i}]", i)
@@ -672,9 +699,10 @@ class _Assembler:
             neff_json = {"neff_like_version": NEFF_LIKE_VERSION, "subgraphs": names}
         members.append((NEFF_JSON, self.json_member(neff_json, NEFF_JSON, "neff_json")))
         members.extend(sg_members)
-        members = self.member_hatches(spec, members)
+        archive = self.member_hatches(spec, members)
+        self.check_archive(archive)
         try:
-            data = build_container(header, members)
+            data = build_container(header, [(name, m.data()) for name, m in archive.items()])
         except NrtRewriteError as err:
             raise err.at(file=self.source)
         data = self.raw_header(spec.get("raw_header"), data)
@@ -754,8 +782,12 @@ class _Assembler:
             head = patch_field(head, NEFF_HEADER, name, value)
         return head + data[HEADER_SIZE:]
 
-    def member_hatches(self, spec: dict, members: list[tuple[str, bytes]]
-                       ) -> list[tuple[str, bytes]]:
+    def member_hatches(self, spec: dict, members: list[tuple[str, _Member]]
+                       ) -> dict[str, _Member]:
+        """The archive's members by name, in archive order: ``members`` (the generated ones)
+        without ``omit_members``, then ``extra_members``, one of a name there replacing it
+        and moving to the end.  More than :data:`MAX_MEMBERS` members are refused at the
+        first past it (:meth:`too_many`), an extra member before its bytes are made."""
         omit = spec.get("omit_members", [])
         if not isinstance(omit, list):
             raise self.err("omit_members", f"must be a list of member names, not {_found(omit)}")
@@ -771,6 +803,9 @@ class _Assembler:
                 raise self.err(f"omit_members[{k}]", f"no member {_spec_value(name)} to omit")
         for name in omit:  # (a name given twice is dropped once)
             archive.pop(name, None)
+        if len(archive) > MAX_MEMBERS:  # (subgraphs and engines enough to make them)
+            name = list(archive)[MAX_MEMBERS]
+            raise self.too_many(archive[name].path, name)
         extra = spec.get("extra_members", [])
         if not isinstance(extra, list):
             raise self.err("extra_members", f"must be a list, not {_found(extra)}")
@@ -787,23 +822,53 @@ class _Assembler:
             self.utf8(name, path + ".name")
             if (why := check_member_name(name)) is not None:  # (the tar writer's refusal)
                 raise self.err(path + ".name", why)
+            if name not in archive and len(archive) == MAX_MEMBERS:
+                raise self.too_many(path, name)
             if "text" in item:
                 if not isinstance(item["text"], str):  # (str() of a !!set, !!binary, list...)
                     raise self.err(path + ".text", f"must be a string, not "
                                                    f"{_found(item['text'])}")
-                data = self.utf8(item["text"], path + ".text")
+                text = self.utf8(item["text"], path + ".text")
+                member = _Member(len(text), path + ".text", text)
             elif "hex" in item:
-                data = self.hexbytes(item["hex"], path + ".hex")
+                raw = self.hexbytes(item["hex"], path + ".hex")
+                member = _Member(len(raw), path + ".hex", raw)
             elif "json" in item:
-                data = self.json_member(item["json"], name, path + ".json")
+                member = self.json_member(item["json"], name, path + ".json")
             else:
-                data = b""
+                member = _Member(0, path, b"")
             archive.pop(name, None)
-            archive[name] = data
-        return list(archive.items())
+            archive[name] = member
+        return archive
+
+    def too_many(self, path: str, name: str) -> ValidationError:
+        """The refusal of member ``name`` (given at ``path``): one past :data:`MAX_MEMBERS`."""
+        return self.err(path, f"member {escape_controls(shown_member_name(name))}: it would be "
+                              f"member {MAX_MEMBERS + 1} of the archive, more than the "
+                              f"{MAX_MEMBERS} members the reader reads (MAX_MEMBERS)")
+
+    def check_archive(self, archive: dict[str, _Member]) -> None:
+        """Refuse an archive whose tar would be more than :data:`MAX_TOTAL_BYTES`, the reader's
+        limit of a decompressed payload, counted from the members' names and sizes as
+        :func:`~nrtrewrite.neff.container.build_tar` lays them out (header blocks, data padded
+        to 512 bytes, the end-of-archive marker; its record padding stops within the limit),
+        before any member's bytes are made (a JSON member is only counted, a stream's words
+        not joined).  Named at the member that takes it past the limit."""
+        total, over = END_OF_ARCHIVE, None
+        for name, member in archive.items():
+            total += tar_member_bytes(name, member.size)
+            if over is None and total > MAX_TOTAL_BYTES:
+                over = name
+        if over is not None:
+            raise self.err(archive[over].path,
+                           f"member {escape_controls(shown_member_name(over))}: the archive's "
+                           f"tar would be {total} bytes, more than the {MAX_TOTAL_BYTES} bytes "
+                           "the reader allows a decompressed payload (MAX_TOTAL_BYTES); it "
+                           "passes the limit at this member")
 
     # -- subgraphs ----------------------------------------------------------
-    def subgraph(self, sg: Any, path: str, position: int) -> tuple[str, list[tuple[str, bytes]]]:
+    def subgraph(self, sg: Any, path: str, position: int
+                 ) -> tuple[str, list[tuple[str, _Member]]]:
         sg = self.keys(sg, _SG_KEYS, path)
         name = sg.get("name", f"sg{position:02d}")
         if not isinstance(name, str) or not name:
@@ -816,7 +881,7 @@ class _Assembler:
         if not isinstance(engines, dict) or not engines:
             raise self.err(path + ".engines", "needs a mapping of engine name -> instructions"
                                               + _instead(sg, "engines"))
-        streams: list[tuple[str, bytes]] = []
+        streams: list[tuple[str, _Member]] = []
         for engine, body in engines.items():
             if not isinstance(engine, str):
                 raise self.err(path + ".engines", f"engine name {_spec_value(engine)} is not a "
@@ -831,7 +896,9 @@ class _Assembler:
             except RecursionError:  # repeats in repeats, from a chain of YAML aliases
                 raise self.err(at, "repeat bodies nested too deeply "
                                "(a chain of YAML aliases)") from None
-            streams.append((engine, b"".join(words)))
+            # (joined once the archive is known to fit: check_archive)
+            streams.append((engine, _Member(len(words) * WORD_SIZE, at,
+                                            partial(b"".join, words))))
         definition: dict[str, Any] = {"var": var_list, "replica_groups": groups,
                                       "engines": [e for e, _ in streams]}
         override = sg.get("def_json")
@@ -1533,10 +1600,10 @@ def _json_size(doc: Any, aliased: bool = False) -> int:
     return known[id(doc)][1] + 1
 
 
-def _json_bytes(obj: Any, aliased: bool = False) -> bytes:
-    """Deterministic JSON member bytes (2-space indent, key order kept, trailing newline).
+def _json_member_size(obj: Any, aliased: bool = False) -> int:
+    """The bytes :func:`_json_bytes` writes ``obj`` as, counted without writing it.
 
-    Raises, before any JSON is written (:func:`_json_size`, in json.dumps's order):
+    Raises (:func:`_json_size`, in json.dumps's order):
     :class:`_NotJson` for a value JSON cannot hold (a date, a set, bytes, NaN),
     :class:`_Circular` for a list or mapping that contains itself (a recursive YAML alias:
     ``_Assembler.acyclic`` then finds its key path), ValidationError for one nested more than
@@ -1547,12 +1614,19 @@ def _json_bytes(obj: Any, aliased: bool = False) -> bytes:
 
     json.dumps with an indent writes in pure Python, each token yielded up through every
     level it is nested in (a chain of 1,500 aliases took 35 s to refuse: each chain it could
-    write was written first; a member of 1.7 GB of aliases took 132 s and 6.5 GB), so it
-    writes only a value at most MAX_JSON_DEPTH deep and MAX_JSON_MEMBER_BYTES long.
+    write was written first; a member of 1.7 GB of aliases took 132 s and 6.5 GB), so
+    :func:`_json_bytes` writes only a value this has passed: at most MAX_JSON_DEPTH deep and
+    MAX_JSON_MEMBER_BYTES long.
     """
     size = _json_size(obj, aliased)
     if size > MAX_JSON_MEMBER_BYTES:
         raise _TooLarge(size)
+    return size
+
+
+def _json_bytes(obj: Any) -> bytes:
+    """Deterministic JSON member bytes (2-space indent, key order kept, trailing newline) of
+    a value :func:`_json_member_size` has counted (and so checked)."""
     try:
         text = json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     except ValueError as err:  # (cannot be: the count refuses what json.dumps refuses)

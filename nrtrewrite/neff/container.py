@@ -1150,19 +1150,23 @@ def _member_head(name: str, size: int) -> bytes:
         raise ParseError(f"cannot store member: {err}", Where(member=name)) from None
 
 
+def tar_member_bytes(name: str, size: int) -> int:
+    """The bytes :func:`build_tar` writes of a member of this name and data size: its header
+    blocks and its data padded to 512-byte blocks.  A name of at most 100 bytes takes one
+    ustar header, not built (65,536 members' headers took a second)."""
+    if len(name.encode(TAR_ENCODING, "surrogateescape")) <= 100:  # ustar's name field
+        head = TAR_BLOCK
+    else:
+        head = len(_member_head(name, size))
+    return head + size + -size % TAR_BLOCK
+
+
 def tar_size(members: Iterable[tuple[str, int]]) -> int:
     """The bytes of the tar :func:`build_tar` writes of members of these names and data
     sizes, but the record padding (which it leaves out where the tar would pass
-    :data:`MAX_TOTAL_BYTES`): every member's header blocks and its data padded to 512-byte
-    blocks, and the end-of-archive marker.  A name of at most 100 bytes takes one ustar
-    header, not built (65,536 members' headers took a second)."""
-    def head(name: str, size: int) -> int:
-        if len(name.encode(TAR_ENCODING, "surrogateescape")) <= 100:  # ustar's name field
-            return TAR_BLOCK
-        return len(_member_head(name, size))
-
-    return sum(head(name, size) + size + -size % TAR_BLOCK
-               for name, size in members) + END_OF_ARCHIVE
+    :data:`MAX_TOTAL_BYTES`): every member's :func:`tar_member_bytes`, and the
+    end-of-archive marker."""
+    return sum(tar_member_bytes(name, size) for name, size in members) + END_OF_ARCHIVE
 
 
 def written_tar_refusal(members: Mapping[str, bytes]) -> str | None:
