@@ -251,3 +251,39 @@ def test_json_members_each_under_max_member_bytes_past_max_total_bytes_are_not_w
         tracemalloc.stop()
     assert peak < 16 << 20
     assert str(exc.value) == _too_big("extra_members[2].json", "c.json", whole, 4 << 30)
+
+
+def test_the_cli_refuses_an_archive_past_the_limits_in_one_line_and_writes_nothing(
+        tmp_path, monkeypatch):
+    """``assemble SPEC -o M.neff`` with ``validate: false``: a generated member past
+    MAX_MEMBERS (patched to 2: neff.json and sg00/def.json, then sg00/sp.bin) and a tar past
+    MAX_TOTAL_BYTES (patched to 4 blocks: neff.json's header and data block and the end
+    marker's two fit, sg00/def.json does not) are each one line naming the spec and the
+    limit, exit status 2, and no M.neff nor anything else is left."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text("validate: false\nsubgraphs: [{name: sg00, vars: [], replica_groups: "
+                    "[[0, 1]], engines: {sp: [nop]}}]\n")
+    out = tmp_path / "m.neff"
+    for name, limit, why in (
+            ("MAX_MEMBERS", 2, _too_many("subgraphs[0].engines.sp", "sg00/sp.bin", 2)),
+            ("MAX_TOTAL_BYTES", 4 * 512, None)):
+        monkeypatch.setattr(asm, name, limit)
+        res = CliRunner().invoke(main, ["assemble", str(spec), "-o", str(out)],
+                                 prog_name="nrtrewrite")
+        monkeypatch.undo()
+        assert res.exit_code == 2, res.output
+        lines = res.stderr.splitlines()
+        assert len(lines) == 1
+        if why is None:
+            assert lines[0].startswith(f"nrtrewrite: error: {spec}: field subgraphs[0]: member "
+                                       "sg00/def.json: the archive's tar would be ")
+            assert lines[0].endswith(" bytes, more than the 2048 bytes the reader allows a "
+                                     "decompressed payload (MAX_TOTAL_BYTES); it passes the "
+                                     "limit at this member")
+        else:
+            assert lines[0] == "nrtrewrite: error: " + why.replace("<spec>", str(spec))
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]
