@@ -326,8 +326,11 @@ SEM = 16  # sem.bin: ctrl 0, value 4, addr 8 (FORMATS §7)
     ("tpinc.bin", 0, "<H", lambda v: v + 1, "field m2s, rank 0, channel 0, artifact tpinc.bin, "
      "record 0", "tp_inc_steps say m2s 1 / s2m 0 for legs.bin record 0 (entry 0, channel 0, "
      "step 0), its BDs are 0 M2S / 0 S2M"),
-    ("tpinc.bin", 6, "<H", lambda v: 1, "rank 0, artifact tpinc.bin",
-     "2 last_sync groups for 1 (entry, channel) leg programs"),
+    # (record 0's two legs, legs.bin records 0 and 1, end no leg program: rank 0 runs one, of
+    # 9 legs; until 2026-12-07 the line named no record and no field)
+    ("tpinc.bin", 6, "<H", lambda v: 1, "field flags, rank 0, artifact tpinc.bin, record 0",
+     "last_sync should be 0, not 1: the run's last leg, legs.bin record 1, ends no (entry, "
+     "channel) leg program (2 last_sync groups for 1 (entry, channel) leg programs)"),
 ], ids=["w0", "in_io", "out_io", "acc", "op", "in_data", "out_data", "w2", "sources",
         "w3_rt", "opcode", "word_len", "start_addr",
         "bd_last", "bd_sdma", "bd_stream", "bd_dir", "bd_len", "ne0", "rt_copy", "rt_fork",

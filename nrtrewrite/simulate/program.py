@@ -430,6 +430,23 @@ class RankDecoder:
                                 art, e, "algo_type")
             bits = ([c for c in range(32) if (int(self.channel_list[e]) >> c) & 1]
                     if at in RING_FAMILY else man_channels)
+            # spad.bin's channel_list and reporter against what OUT/manifest.json fixes
+            # (the trigger's channels, its leader) before the rank manifest is compared with
+            # them: a changed spad.bin byte is named there, not as the manifest's disagreement
+            runs = t.entry_channels(man_leg_name, self.rank)
+            if runs is not None and bits != runs[0]:
+                # (every rank is on each ring of a RING / SINGLE_CYCLE_RING trigger or HIER leg
+                # plan, and in a unit of each KANGARING channel: its entry runs those channels,
+                # whose ring orders its legs are held to)
+                want, key, what = runs
+                whose = "its group's plan" if t.legs else "its trigger"
+                raise self.fail(f"channel_list runs channels {bits}, {what} are {want} "
+                                f"(manifest.json {key}: a {want_alg} entry runs each channel of "
+                                f"{whose}, FORMATS §1.1, §2)", art, e, "channel_list")
+            if bool(self.reporter[e]) != (self.rank == t.leader):
+                raise self.fail(f"reporter should be {int(self.rank == t.leader)}, not "
+                                f"{int(self.reporter[e])}: the reporter of trigger {t.ordinal} is "
+                                f"its leader, rank {t.leader}", art, e, "reporter")
             expect = {
                 "algo_type": int(self.algo_type[e]), "algo_sub_type": int(self.algo_sub[e]),
                 "trigger_next": bool(self.trigger_next[e]), "reporter": bool(self.reporter[e]),
@@ -449,20 +466,6 @@ class RankDecoder:
                               "what spad.bin says")
                     raise self.fail(f"the rank manifest's {key} should be {json_text(val)}, "
                                     f"{whence}, not {json_text(me.get(key))}", art, e, key)
-            runs = t.entry_channels(man_leg_name, self.rank)
-            if runs is not None and bits != runs[0]:
-                # (every rank is on each ring of a RING / SINGLE_CYCLE_RING trigger or HIER leg
-                # plan, and in a unit of each KANGARING channel: its entry runs those channels,
-                # whose ring orders its legs are held to)
-                want, key, what = runs
-                whose = "its group's plan" if t.legs else "its trigger"
-                raise self.fail(f"channel_list runs channels {bits}, {what} are {want} "
-                                f"(manifest.json {key}: a {want_alg} entry runs each channel of "
-                                f"{whose}, FORMATS §1.1, §2)", art, e, "channel_list")
-            if bool(self.reporter[e]) != (self.rank == t.leader):
-                raise self.fail(f"reporter should be {int(self.rank == t.leader)}, not "
-                                f"{int(self.reporter[e])}: the reporter of trigger {t.ordinal} is "
-                                f"its leader, rank {t.leader}", art, e, "reporter")
             self.entry_trigger.append(t)
             self.entry_leg.append(man_leg_name)
             self.entry_man_channels.append(man_channels)
@@ -1147,8 +1150,20 @@ class RankDecoder:
         n_groups = int(gid[-1]) + 1 if T.size else 0
         n_leg_groups = self.group_first.size
         if n_groups != n_leg_groups:
-            raise self.fail(f"{n_groups} last_sync groups for {n_leg_groups} (entry, channel) leg "
-                            "programs", art)
+            # a last_sync bit set or cleared: name the first record whose bit disagrees with
+            # where the leg programs end (legs.bin, read before), else the last record
+            ends = np.cumsum(np.diff(np.append(self.group_first, self.n_legs)))
+            want = np.isin(np.cumsum(rep), ends)
+            j = _first((flags & 1 != 0) != want)
+            j = T.size - 1 if j is None else j
+            g = min(int(np.cumsum(rep)[j]), max(self.n_legs, 1)) - 1  # the run's last leg
+            ends_here = (f"the leg program of entry {self.spi[g]} channel {self.ch[g]} ends at "
+                         f"legs.bin record {g}, the run's last leg" if bool(want[j]) else
+                         f"the run's last leg, legs.bin record {g}, ends no (entry, channel) "
+                         "leg program")
+            raise self.fail(f"last_sync should be {int(want[j])}, not {flags[j] & 1}: {ends_here} "
+                            f"({n_groups} last_sync groups for {n_leg_groups} (entry, channel) "
+                            "leg programs)", art, j, "flags")
         sizes = np.bincount(gid, weights=rep, minlength=n_groups).astype(np.int64)
         lsizes = np.diff(np.append(self.group_first, self.n_legs))
         bad = _first(sizes != lsizes)
@@ -1312,10 +1327,26 @@ class RankDecoder:
                     continue
                 for anchor_reg, base in self._anchors(self.entry_trigger[e], trank[m]):
                     ok[m] |= (reg[m] == anchor_reg) & (addr[m] == base + elem[m] * dsize[m])
-            self.check(~ok, lambda i, part=part: f"{part}: the BD address of the piece's first "
-                       f"element {elem[i]} ({int(addr[i]):#x} in "
-                       f"{json_text(self.layout.region(int(reg[i])).name)}) is not where that "
-                       "element of the op's buffers lives", "sb2sb.bin", f"{part}.start_addr")
+            # the word's start_addr was held to the leg's elem_start above; the address is
+            # the BD's: name the dma.bin BD that holds the piece's first element
+            i = _first(~ok)
+            if i is not None:
+                g = int(leg[i])
+                k = self._bd_at(g, d, int(p_off[i] * dsize[i]))
+                raise self.fail(
+                    f"buf_ptr {int(self.a['dma.bin']['buf_ptr'][k]):#x}: this BD of the "
+                    f"{LEAF_NAMES[int(self.leaf[g])]} leg (legs.bin record {g}) puts element "
+                    f"{elem[i]}, the first of sb2sb.bin record {i}'s piece ({part}), at "
+                    f"{int(addr[i]):#x} in {json_text(self.layout.region(int(reg[i])).name)}, "
+                    "not where that element of the op's buffers lives", "dma.bin", k, "buf_ptr",
+                    channel=int(self.ch[g]))
+
+    def _bd_at(self, g: int, d: int, byte: int) -> int:
+        """The dma.bin record of leg ``g``'s first stream in direction ``d`` (0 M2S, 1 S2M)
+        whose bytes hold the stream's byte ``byte`` (its BDs in dma.bin order)."""
+        bds = np.flatnonzero((self.bd_leg == g) & (self.bd_dir == d) & (self.bd_stream == 0))
+        ends = np.cumsum(self.bd_len[bds])
+        return int(bds[min(int(np.searchsorted(ends, byte, side="right")), bds.size - 1)])
 
     def _entry_groups(self, ent: np.ndarray) -> list[tuple[int, np.ndarray]]:
         """(entry, ascending indices of ``ent`` equal to it) of every SPAD entry that occurs
