@@ -15,7 +15,7 @@ import pytest
 from nrtrewrite.emit import formats as F
 from test_simulate import cli, lower_spec
 from test_simulate_kick_leaf import copy, rehash
-from test_simulate_unreached41 import _error, ar2_out  # noqa: F401 (a fixture)
+from test_simulate_unreached41 import _error, ar2_out, r2n_out  # noqa: F401 (fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,6 +55,80 @@ def test_a_bds_buf_ptr_is_named_in_dma_bin_not_at_the_0xbf_words_start_addr(
             f"2) puts element 500, the first of sb2sb.bin record 0's piece ({part}), at ")
     assert err.startswith(head), err
     assert err.endswith("not where that element of the op's buffers lives"), err
+
+
+# ---------------------------------------------------------------- net_src.bin vs net_dest.bin
+# r2n_out: RING [0, 1, 64, 65] over two nodes, one channel; rank 1 transmits to 64, its
+# successor across the network, 12 entries of 1024 bytes each with complete 1 (FORMATS §8.2:
+# net_dest_addr is complete at 4, dev_addr at 8, size at 32, src_rank at 40; net_src_addr
+# dev_addr at 8, size at 32, dst_rank at 48, dst_addr at 56)
+@pytest.mark.parametrize("offset,field,mine", [(32, "size", "size"), (8, "dev_addr", "dst_addr"),
+                                               (4, "complete", "complete")])
+def test_a_receive_entrys_value_its_transmit_entry_disagrees_with_names_both(
+        r2n_out, tmp_path, offset, field, mine):
+    """Nothing read before the pairing fixes a receive entry's size, dev_addr or complete
+    bit, nor its transmit entry's: the line names both records and fields (until 2026-12-07
+    it named only rank 1's net_src.bin record 0, which was not changed)."""
+    out = copy(r2n_out, tmp_path)
+    rx = np.fromfile(out / "rank-0064" / "net_dest.bin", F.NET_DEST_ADDR_DTYPE)
+    tx = np.fromfile(out / "rank-0001" / "net_src.bin", F.NET_SRC_ADDR_DTYPE)
+    assert int(rx["src_rank"][0]) == 1 and int(tx["dst_rank"][0]) == 64
+    was = int(rx[field][0])
+    _flip(out, 64, "net_dest.bin", offset)
+    show = (lambda v: f"{v:#x}") if field == "dev_addr" else str
+    assert _error(out) == (
+        f"{out / 'rank-0001'}: field {mine}, rank 1, channel 0, artifact net_src.bin, record 0: "
+        f"{mine} {show(was)} here and {field} {show(was ^ 1)} in the paired receive entry "
+        "(rank 64, net_dest.bin record 0) should be equal: one of the two records is wrong, "
+        "and nothing else read tells which")
+
+
+def test_a_ring_receive_entrys_src_rank_is_named_where_it_is(r2n_out, tmp_path):
+    """src_rank 1 -> 0 (bit 0 of byte 40): rank 0 is of the group, but not rank 64's ring
+    predecessor on channel 0 ([0, 1, 64, 65]): named at rank 64's net_dest.bin record 0 (until
+    2026-12-07 rank 1's net_src.bin record 0 was blamed, for a dst_addr it paired wrongly)."""
+    out = copy(r2n_out, tmp_path)
+    _flip(out, 64, "net_dest.bin", 40)
+    assert _error(out) == (
+        f"{out / 'rank-0064'}: field src_rank, rank 64, channel 0, artifact net_dest.bin, "
+        "record 0: src_rank should be 1, rank 64's ring predecessor on channel 0 (a RING op "
+        "sends to its successor and receives from its predecessor), not 0")
+
+
+def test_a_ring_transmit_entrys_dst_rank_is_named_where_it_is(r2n_out, tmp_path):
+    """dst_rank 64 -> 65 (bit 0 of byte 48): of the group, not rank 1's successor."""
+    out = copy(r2n_out, tmp_path)
+    _flip(out, 1, "net_src.bin", 48)
+    assert _error(out) == (
+        f"{out / 'rank-0001'}: field dst_rank, rank 1, channel 0, artifact net_src.bin, "
+        "record 0: dst_rank should be 64, rank 1's ring successor on channel 0 (a RING op "
+        "sends to its successor and receives from its predecessor), not 65")
+
+
+def test_a_peer_outside_the_trigger_is_named_where_it_is(tmp_path):
+    """Groups [[0, 128], [1, 129]] on trn2:nodes=2, --algo ring: rank 0's receive entry 0
+    from 128, src_rank bit 0 flipped to 129 (of the other trigger): named at rank 0's
+    net_dest.bin record 0 (until 2026-12-07: `rank 128, ..., net_src.bin, record 0: dst_addr
+    should be ..., the dev_addr of the paired receive entry (rank 0, net_dest.bin record
+    1)`)."""
+    spec = {"header": {"pkg_version": 2, "name": "x2", "lnc_size": 1},
+            "subgraphs": [{"name": "sg00", "vars": [
+                {"name": "a", "type": "input", "size": "4KiB"},
+                {"name": "b", "type": "output", "size": "8KiB"}],
+                "replica_groups": [[0, 128], [1, 129]],
+                "engines": {"sp": [
+                    {"all_reduce": {"opcode": 0xC8, "dtype": "bf16", "op": "add", "src": "a",
+                                    "dst": "b", "bytes": "4KiB"}},
+                    {"all_reduce": {"opcode": 0xC8, "dtype": "bf16", "op": "add", "src": "a",
+                                    "dst": "b", "bytes": "4KiB", "group": 1}}]}}]}
+    out = lower_spec(spec, tmp_path / "o", topology="trn2:nodes=2")
+    assert int(np.fromfile(out / "rank-0000" / "net_dest.bin",
+                           F.NET_DEST_ADDR_DTYPE)["src_rank"][0]) == 128
+    _flip(out, 0, "net_dest.bin", 40)
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field src_rank, rank 0, channel 0, artifact net_dest.bin, "
+        "record 0: src_rank 129 should be a rank of trigger 0's replica_group, [0, 128], whose "
+        "op 0 the entry is of")
 
 
 # ---------------------------------------------------------------- spad.bin vs rank manifest

@@ -727,9 +727,10 @@ def test_a_dst_addr_other_than_its_receive_entrys_dev_addr_is_refused(r2n_out, t
     assert int(src["dst_addr"][0]) == want and dst["src_rank"][0] == 1
     _edit(out, "net_src.bin", F.NET_SRC_ADDR_DTYPE, _set("dst_addr", want + 2, 0))
     assert _error(out) == (f"{out / 'rank-0001'}: field dst_addr, rank 1, channel 0, artifact "
-                           f"net_src.bin, record 0: dst_addr should be {want:#x}, the dev_addr "
-                           "of the paired receive entry (rank 64, net_dest.bin record 0), not "
-                           f"{want + 2:#x}")
+                           f"net_src.bin, record 0: dst_addr {want + 2:#x} here and dev_addr "
+                           f"{want:#x} in the paired receive entry (rank 64, net_dest.bin record "
+                           "0) should be equal: one of the two records is wrong, and nothing "
+                           "else read tells which")
 
 
 def test_a_transmit_entry_reading_another_cores_window_is_refused(r2n_out, tmp_path):

@@ -72,6 +72,10 @@ class Transfer:
                 f"net_src.bin record {self.record})")
 
 
+_ONE_PEER_RING = (int(EncAlgType.RING), int(EncAlgType.SINGLE_CYCLE_RING))
+_ALG_NAMES = {int(a): a.name for a in EncAlgType}
+
+
 def _ring_op(ent: Entry) -> bool:
     """Whether an entry's ops receive on the channel's ``recv_sema`` (a ring: its consuming
     legs take what arrives), not on an event semaphore (mesh and RDH: ``post_recv`` legs
@@ -361,6 +365,27 @@ class FifoDecoder:
                 raise fail(start + int(bad[0]), f"{rank_field} {int(peers[bad[0]])} is not a "
                                                 "rank on another node (the FIFOs carry network "
                                                 "transfers only)", rank_field)
+            # the peer is a rank of the op's trigger (whose ring or mesh it sends along):
+            # checked here, on each side alone, so a changed rank field is named where it is,
+            # not at the entry it then pairs with
+            ent = self.programs[f.rank].entries[f.op_entry[k]]
+            t = ent.trigger
+            bad = np.flatnonzero(~np.isin(peers, list(t.group)))
+            if bad.size:
+                raise fail(start + int(bad[0]), f"{rank_field} {int(peers[bad[0]])} should be a "
+                                                f"rank of trigger {t.ordinal}'s replica_group, "
+                                                f"{list(t.group)}, whose op {k} the entry is of",
+                           rank_field)
+            peer = self._ring_peer(ent, f.channel, side)
+            bad = np.flatnonzero(peers != peer) if peer is not None else ()
+            if len(bad):
+                who = "successor" if side == "tx" else "predecessor"
+                raise fail(start + int(bad[0]), f"{rank_field} should be {peer}, rank "
+                                                f"{f.rank}'s ring {who} on channel {f.channel} "
+                                                f"(a {_ALG_NAMES[ent.algo_type]} op sends to "
+                                                "its successor and receives from its "
+                                                f"predecessor), not {int(peers[bad[0]])}",
+                           rank_field)
             groups[k] = (start, i - start)
             i += 1
         missing = [k for k in range(f.ops.size) if k not in groups]  # ops without entries
@@ -398,6 +423,21 @@ class FifoDecoder:
                        "no entry there on this channel, so the FIFO does not exist for it and "
                        "holds no terminator of its ops", "terminator")
         return groups
+
+    def _ring_peer(self, ent: Entry, ch: int, side: str) -> int | None:
+        """The one rank a RING or SINGLE_CYCLE_RING entry's transmit (``tx``) or receive
+        FIFO on ``ch`` talks to: its successor or predecessor on the channel's ring (a
+        SINGLE_CYCLE_RING CCW channel's order is its CW ring backward); None for the other
+        engines, whose peers vary."""
+        if ent.algo_type not in _ONE_PEER_RING:
+            return None
+        leg = ent.leg if ent.trigger.legs else None
+        if side == "tx":
+            return ent.trigger.successor(ch, ent.rank, leg)
+        for r in ent.trigger.group:
+            if ent.trigger.successor(ch, r, leg) == ent.rank:
+                return r
+        return None
 
     def _check_sends(self) -> None:
         """Each leg's send_sema increments hand the proxy exactly the legs (runs ending with
@@ -668,18 +708,19 @@ class FifoDecoder:
                 record=f.ops_first + k, field="inc_recv_complete")
 
     def _check_pair(self, f, rf, rec, tx, rx, recv, rx_rec) -> None:
+        """The two entries of a pair agree (FORMATS §8.2). Nothing read before this fixes
+        either side's value alone, so a disagreement names both records and fields."""
         where = dict(rank=f.rank, channel=f.channel, artifact="net_src.bin", record=rec)
-        if int(tx["dst_addr"]) != int(rx["dev_addr"]):
-            raise SimulationError(f"dst_addr should be {int(rx['dev_addr']):#x}, the dev_addr "
-                                  f"of the paired receive entry (rank {recv}, net_dest.bin "
-                                  f"record {rx_rec}), not {int(tx['dst_addr']):#x}",
-                                  field="dst_addr", **where)
-        if int(tx["size"]) != int(rx["size"]):
-            raise SimulationError(f"size should be {int(rx['size'])}, the paired receive "
-                                  f"entry's, not {int(tx['size'])}", field="size", **where)
-        if int(tx["complete"]) != int(rx["complete"]):
-            raise SimulationError("complete differs from the paired receive entry's",
-                                  field="complete", **where)
+        there = f"the paired receive entry (rank {recv}, net_dest.bin record {rx_rec})"
+        for mine, theirs in (("dst_addr", "dev_addr"), ("size", "size"),
+                             ("complete", "complete")):
+            a, b = int(tx[mine]), int(rx[theirs])
+            if a != b:
+                shown = (lambda v: f"{v:#x}") if mine == "dst_addr" else str
+                raise SimulationError(
+                    f"{mine} {shown(a)} here and {theirs} {shown(b)} in {there} should be "
+                    "equal: one of the two records is wrong, and nothing else read tells which",
+                    field=mine, **where)
 
     def _resolve(self, issuer, owner, addr, size, artifact, rec0, fld, kind=None):
         trank, reg, soff, err = self.layout.resolve_data(issuer, addr, size.astype(np.int64))
