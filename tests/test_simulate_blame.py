@@ -154,8 +154,8 @@ def test_a_spad_bin_byte_is_named_in_spad_bin_not_as_the_manifests_disagreement(
     assert _error(out) == f"{out / f'rank-{rank:04d}'}: {why}"
 
 
-def test_an_edited_rank_manifest_is_still_named_as_the_manifests_disagreement(ar2_out,
-                                                                               tmp_path):
+def test_an_edited_rank_manifest_is_still_named_as_the_manifests_disagreement(
+        ar2_out, tmp_path):
     """The other side of the case above: spad.bin intact, the manifest's reporter edited."""
     import json
     out = copy(ar2_out, tmp_path)
@@ -187,3 +187,27 @@ def test_a_last_sync_bit_cleared_is_named_at_its_record(tmp_path):
         f"{out / 'rank-0000'}: field flags, rank 0, artifact tpinc.bin, record {j}: last_sync "
         f"should be 1, not 0: the leg program of entry 0 channel 0 ends at legs.bin record {g}, "
         "the run's last leg (8 last_sync groups for 9 (entry, channel) leg programs)")
+
+
+# ---------------------------------------------------------------- legs.bin vs sb2sb.bin
+def test_a_legs_elem_start_is_named_in_legs_bin_when_its_word_and_bd_agree(tmp_path):
+    """A bf16 all-reduce of 1000 elements over 4 ranks, --algo mesh: rank 0's legs.bin record
+    5 moves elements [500, 750) of a DRAM operand in one piece (sb2sb.bin record 1, the
+    leg's sb2sb_first) from its first BD. FORMATS §3: elem_start is the u64 at 48 of a
+    64-byte record; bit 0 flipped, 500 -> 501. The word's start_addr (500 x 2, §4) and the
+    BD's address still agree on element 500: the leg is named (until 2026-12-07 the word was,
+    `field src.start_addr, ..., sb2sb.bin, record 1: src.start_addr 0x3e8, the piece's first
+    element 501 is at 0x3ea of its buffer`)."""
+    from test_simulate import coll_spec
+    out = lower_spec(coll_spec("all_reduce", "bf16", 4, 1000), tmp_path / "o", algo="mesh")
+    legs = np.fromfile(out / "rank-0000" / "legs.bin", F.LEG_DTYPE)
+    assert (int(legs["elem_start"][5]), int(legs["num_elements"][5])) == (500, 250)
+    first, dma = int(legs["sb2sb_first"][5]), int(legs["dma_first"][5])
+    word = (out / "rank-0000" / "sb2sb.bin").read_bytes()[64 * first:64 * first + 64]
+    assert struct.unpack_from("<I", word, 16)[0] == 500 * 2
+    _flip(out, 0, "legs.bin", 64 * 5 + 48)
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field elem_start, rank 0, channel 0, artifact legs.bin, record "
+        f"5: elem_start should be 500, not 501: the leg's piece at sb2sb.bin record {first} "
+        f"(src.start_addr 0x3e8) and the BD that moves it (dma.bin record {dma}) both put its "
+        "first element at 500, not 501")

@@ -1312,21 +1312,31 @@ class RankDecoder:
             # element's offset from the view's first element, checked below; everything else
             # (operands, SBUF, the ring family's buffers) is measured from element 0
             view = ~ring & ~sb & np.isin(reg, self._view_regions())
+            addr = DRAM_BASE + roff[reg] + soff
+            i = _first(~view & ~sb & (got != want))
+            if i is not None and got[i] % dsize[i] == 0:
+                # a DRAM piece: its BD is a third witness. Where the BD puts the element the
+                # word names, and not the leg's, the leg's elem_start is what changed
+                word_elem = got // dsize
+                if (self._anchored(groups, sb, reg, addr, trank, word_elem, dsize)[i]
+                        and not self._anchored(groups, sb, reg, addr, trank, elem, dsize)[i]):
+                    g = int(leg[i])
+                    es = int(L["elem_start"][g])
+                    raise self.fail(
+                        f"elem_start should be {es + int(word_elem[i] - elem[i])}, not {es}: "
+                        f"the leg's piece at sb2sb.bin record {i} ({part}.start_addr "
+                        f"{got[i]:#x}) and the BD that moves it (dma.bin record "
+                        f"{self._bd_at(g, d, int(p_off[i] * dsize[i]))}) both put its first "
+                        f"element at {int(word_elem[i])}, not {int(elem[i])}", "legs.bin", g,
+                        "elem_start", channel=int(self.ch[g]))
             self.check(~view & (got != want), lambda i, got=got, want=want, part=part:
                        f"{part}.start_addr {got[i]:#x}, the piece's first element "
                        f"{elem[i]} is at {want[i]:#x} of its buffer", "sb2sb.bin",
                        f"{part}.start_addr")
             # a DRAM stream: the BD address of that element is where the op's buffer holds it
-            addr = DRAM_BASE + roff[reg] + soff
             if view.any():
                 self._check_view_pieces(part, view, leg, elem, dsize, got, addr, reg, groups)
-            ok = sb | view
-            for e, idx in groups:
-                m = idx[~sb[idx]]
-                if not m.size:
-                    continue
-                for anchor_reg, base in self._anchors(self.entry_trigger[e], trank[m]):
-                    ok[m] |= (reg[m] == anchor_reg) & (addr[m] == base + elem[m] * dsize[m])
+            ok = view | self._anchored(groups, sb, reg, addr, trank, elem, dsize)
             # the word's start_addr was held to the leg's elem_start above; the address is
             # the BD's: name the dma.bin BD that holds the piece's first element
             i = _first(~ok)
@@ -1340,6 +1350,18 @@ class RankDecoder:
                     f"{int(addr[i]):#x} in {json_text(self.layout.region(int(reg[i])).name)}, "
                     "not where that element of the op's buffers lives", "dma.bin", k, "buf_ptr",
                     channel=int(self.ch[g]))
+
+    def _anchored(self, groups, sb, reg, addr, trank, elem, dsize) -> np.ndarray:
+        """Per piece: SBUF, or its BD address ``addr`` is where one of the buffers a leg of
+        its trigger may stream holds element ``elem``."""
+        ok = sb.copy()
+        for e, idx in groups:
+            m = idx[~sb[idx]]
+            if not m.size:
+                continue
+            for anchor_reg, base in self._anchors(self.entry_trigger[e], trank[m]):
+                ok[m] |= (reg[m] == anchor_reg) & (addr[m] == base + elem[m] * dsize[m])
+        return ok
 
     def _bd_at(self, g: int, d: int, byte: int) -> int:
         """The dma.bin record of leg ``g``'s first stream in direction ``d`` (0 M2S, 1 S2M)
