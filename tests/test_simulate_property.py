@@ -97,8 +97,14 @@ def _lower_and_simulate(case, topology: str, algo: str) -> None:
         neff = Path(d) / "m.neff"
         neff.write_bytes(assemble_spec(coll_spec(op, dtype, ranks, count, alu, lnc=lnc)))
         out = lower_neff(neff, Path(d) / "out", topology=topology, algo=algo)
-        engine = json.loads((out / "manifest.json").read_text())["triggers"][0]["algorithm"]
+        trigger = json.loads((out / "manifest.json").read_text())["triggers"][0]
+        engine = trigger["algorithm"]
         assert engine == algo.partition(";")[0].upper(), (engine, algo)
+        # a leg clause (`hier;inter_allr:ring`) forced that leg's engine (SELECTION.md)
+        legs = {leg["name"]: leg["algorithm"] for leg in trigger["legs"]}
+        for clause in algo.split(";")[1:]:
+            leg, _, leg_engine = clause.partition(":")
+            assert legs[leg] == leg_engine.upper(), (legs, algo)
         assert_clean(out, seed=seed)
 
 
