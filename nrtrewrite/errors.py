@@ -376,6 +376,18 @@ class NrtRewriteError(Exception):
         self.args = (self.line(),)
         return self
 
+    def elsewhere(self, where: Where) -> "NrtRewriteError":
+        """A new error of the same class and reason at ``where``: the reason held is this
+        error's own object, neither escaped again nor copied (``explain`` keeps one refusal
+        per trigger of a request refused once, ``cli.explain._plan_model``: until
+        2026-12-07 each was rebuilt from the reason, whose escaping copied it, so 12,000
+        triggers refused with a reason of 95,000 characters held 1.1 GB)."""
+        new = type(self).__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.where = where
+        new.args = (new.line(),)
+        return new
+
     def named_within(self, folder: str | os.PathLike) -> "NrtRewriteError":
         """The same error, its file named from inside ``folder`` when it lies there, under
         :data:`TEMPORARY_FOLDER`: ``simulate MODEL.neff``'s temporary folder, whose random

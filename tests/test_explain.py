@@ -2194,3 +2194,37 @@ def test_explain_names_the_forced_refusal_lower_meets_first_rank_by_rank(tmp_pat
     text = run("explain", str(path), "--trigger", "0", *extra)
     assert text.exit_code == 0
     assert f"lower refuses trigger 1, not shown: {line1}" in text.output
+
+
+def test_triggers_of_one_refused_request_share_its_reason(tmp_path):
+    """explain keeps one refusal per trigger (``_plan_model``); the triggers of a request
+    refused once hold its reason as one object, not a copy each (review 53n: each was rebuilt
+    from the reason, whose escaping copied it: 12,000 triggers refused with a reason of
+    95,000 characters held 1.1 GB), and each line still names its own trigger."""
+    from nrtrewrite.cli.explain import _plan_model
+    from nrtrewrite.neff.assembler import assemble_spec
+    from nrtrewrite.neff.reader import read_model
+    from nrtrewrite.policy import DEFAULT_POLICY
+    from nrtrewrite.select import parse_algo_override
+    from nrtrewrite.topology.model import load_topology
+    ar = {"all_reduce": {"dtype": "bf16", "op": "add", "src": "i", "dst": "o", "bytes": 4096}}
+    spec = {"header": {"pkg_version": 2, "name": "same3", "lnc_size": 1},
+            "subgraphs": [{"name": "sg00", "replica_groups": [[0, 1]],
+                           "vars": [{"name": "i", "type": "input", "size": 4096},
+                                    {"name": "o", "type": "output", "size": 4096}],
+                           "engines": {"sp": [ar, ar, ar]}}]}
+    path = tmp_path / "same3.neff"
+    path.write_bytes(assemble_spec(spec))
+    m = read_model(path)
+    topo = load_topology(None, world=m.world, lnc_size=m.lnc_size)
+    algo = "allreduce:" + ",".join(["hier"] * 3000)  # (a reason of 15,000 characters)
+    mp = _plan_model(m, topo, parse_algo_override(algo), DEFAULT_POLICY, {0, 1, 2})
+    assert list(mp.refusals) == [0, 1, 2]
+    first, *others = mp.refusals.values()
+    assert len(first.reason) > 15_000 and first.reason.endswith(
+        "forces HIER, refused: enc_can_post_hierarchical_operation: group lies within "
+        "node 0 (HIER needs a group spanning nodes)")
+    for k, err in enumerate(others, 1):
+        assert err.reason is first.reason and type(err) is type(first)
+        assert str(err) == str(first).replace("instruction 0, trigger 0:",
+                                              f"instruction {k}, trigger {k}:")

@@ -538,8 +538,7 @@ def _plan_model(m, topo: Topology, override, policy, shown: set[int],
     addressed: dict[int, NrtRewriteError] = {}
 
     def here(err: NrtRewriteError, t) -> NrtRewriteError:  # a request's error at trigger t
-        return type(err)(err.reason, replace(err.where, **trigger_where(t)),
-                         left_out=err.left_out)
+        return err.elsewhere(replace(err.where, **trigger_where(t)))  # (its reason shared)
 
     for t in m.triggers:
         key = (replace(Request.from_trigger(t), ordinal=0), operands_may_share(t))
