@@ -2200,7 +2200,8 @@ def test_triggers_of_one_refused_request_share_its_reason(tmp_path):
     """explain keeps one refusal per trigger (``_plan_model``); the triggers of a request
     refused once hold its reason as one object, not a copy each (review 53n: each was rebuilt
     from the reason, whose escaping copied it: 12,000 triggers refused with a reason of
-    95,000 characters held 1.1 GB), and each line still names its own trigger."""
+    95,000 characters held 1.1 GB), and so do requests refused for the same words (trigger
+    1: another size); each line still names its own trigger."""
     from nrtrewrite.cli.explain import _plan_model
     from nrtrewrite.neff.assembler import assemble_spec
     from nrtrewrite.neff.reader import read_model
@@ -2208,11 +2209,12 @@ def test_triggers_of_one_refused_request_share_its_reason(tmp_path):
     from nrtrewrite.select import parse_algo_override
     from nrtrewrite.topology.model import load_topology
     ar = {"all_reduce": {"dtype": "bf16", "op": "add", "src": "i", "dst": "o", "bytes": 4096}}
+    other = {"all_reduce": {**ar["all_reduce"], "bytes": 2048}}
     spec = {"header": {"pkg_version": 2, "name": "same3", "lnc_size": 1},
             "subgraphs": [{"name": "sg00", "replica_groups": [[0, 1]],
                            "vars": [{"name": "i", "type": "input", "size": 4096},
                                     {"name": "o", "type": "output", "size": 4096}],
-                           "engines": {"sp": [ar, ar, ar]}}]}
+                           "engines": {"sp": [ar, other, ar]}}]}
     path = tmp_path / "same3.neff"
     path.write_bytes(assemble_spec(spec))
     m = read_model(path)

@@ -537,6 +537,14 @@ def _plan_model(m, topo: Topology, override, policy, shown: set[int],
     checked: dict[int, NrtRewriteError] = {}
     addressed: dict[int, NrtRewriteError] = {}
 
+    # each reason held once: a refusal's reason (up to MAX_HELD_WHY_CHARS) is the same text
+    # for many requests (an --algo quoted whole), so one object is kept per distinct text
+    reasons: dict[str, str] = {}
+
+    def held(err: NrtRewriteError) -> NrtRewriteError:
+        err.reason = reasons.setdefault(err.reason, err.reason)
+        return err
+
     def here(err: NrtRewriteError, t) -> NrtRewriteError:  # a request's error at trigger t
         return err.elsewhere(replace(err.where, **trigger_where(t)))  # (its reason shared)
 
@@ -573,7 +581,7 @@ def _plan_model(m, topo: Topology, override, policy, shown: set[int],
             elif isinstance(seen[1], NrtRewriteError):
                 raise here(seen[1], t)
         except NrtRewriteError as err:
-            stage[t.ordinal] = err
+            stage[t.ordinal] = held(err)
             continue
         tp = seen[1]
         planned.append(TriggerPlan(trigger=t, selection=sel, algorithm=tp.algorithm,
@@ -583,7 +591,7 @@ def _plan_model(m, topo: Topology, override, policy, shown: set[int],
         try:  # (lower meets it in check_plan, after the model-wide checks below)
             check_start_addr(t)
         except NrtRewriteError as err:
-            addressed[t.ordinal] = err
+            addressed[t.ordinal] = held(err)
     # lower selects every trigger first (select_all), then checks and prepares each
     out.refusals = {**unselected, **checked, **addressed}
     if unselected or checked:
