@@ -230,12 +230,19 @@ def _simulated(model_path: str, out: Path, tmp: Path, ranks: list[int] | None,
         raise err.named_within(tmp)
     if not res.ok:  # (the protocol error, which names the record, else the first verdict)
         bad = next(t for t in res.triggers if t.status != "match") if not res.error else None
-        what = res.error or (f"trigger {bad.trigger} ({bad.label}): {bad.status}"
-                             f"{': ' + bad.detail if bad.detail else ''}")
+        if bad is None:  # (its location and reason whole, cut once below: until 2026-12-07
+            # its line, cut already, was quoted and cut again, counting the cut line's length)
+            what, left_out = res.error_reason or res.error, res.error_left_out
+            if res.error_reason is not None and res.error_where:
+                what = f"{res.error_where}: {what}"
+        else:
+            what = (f"trigger {bad.trigger} ({bad.label}): {bad.status}"
+                    f"{': ' + bad.detail if bad.detail else ''}")
+            left_out = bad.detail_left_out
         raise NrtRewriteError(
             f"simulate refuses the lowered output ({what}); nothing written: a golden is only "
             f"packed from an output simulate accepts (nrtrewrite simulate "
-            f"{escape_path(model_path)})", left_out=bad.detail_left_out if bad else 0)
+            f"{escape_path(model_path)})", left_out=left_out)
 
 
 def _fail(line: str) -> None:

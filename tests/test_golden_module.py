@@ -486,3 +486,31 @@ def test_a_memory_refusal_names_the_model_and_offers_an_option_golden_has(tmp_pa
     golden.main([str(model), str(out), "--no-memory-check"])
     assert capsys.readouterr().out.endswith(": written\n")
     assert out.read_bytes() == (FIX / "golden" / "ar2.tar.gz").read_bytes()
+
+
+def test_golden_cuts_a_long_protocol_reason_once(tmp_path, monkeypatch):
+    """A protocol error's reason is quoted whole in golden's refusal and cut once, where the
+    line is shown, its count the whole refusal's (review 53n: the error's line, cut already
+    at 1,000 characters of reason, was quoted and cut again: a 3,021-character reason showed
+    ``(1107 characters in all)``)."""
+    import nrtrewrite.simulate.engine as engine
+    from nrtrewrite.errors import NrtRewriteError, SimulationError
+    from nrtrewrite.golden import _simulated, lower_to
+
+    reason = "a protocol error " + "x" * 3000 + " END"  # 3,021 characters
+
+    def refuse(self):
+        raise SimulationError(reason, file=str(tmp_path / "rank-0000"), trigger=0)
+
+    monkeypatch.setattr(engine.Simulator, "_setup", refuse)
+    out = lower_to(FIX / "ar2.neff", tmp_path / "out", None)
+    with pytest.raises(NrtRewriteError) as err:
+        _simulated(str(FIX / "ar2.neff"), out, tmp_path, None)
+    whole = ("simulate refuses the lowered output (<temporary>/rank-0000: trigger 0: "
+             + reason + "); nothing written: a golden is only packed from an output "
+             f"simulate accepts (nrtrewrite simulate {FIX / 'ar2.neff'})")
+    assert len(reason) == 3021
+    line = str(err.value)
+    assert line.count("characters in all") == 1
+    assert f"... ({len(whole)} characters in all) ..." in line
+    assert line.startswith(whole[:650]) and line.endswith(whole[-150:])

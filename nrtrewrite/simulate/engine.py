@@ -575,6 +575,8 @@ class Simulator:
         trig = exc.where.trigger
         res.error_line = exc.line()
         res.error = cut_line(res.error_line)  # (its line, capped as every error line is)
+        res.error_where, res.error_reason = str(exc.where), exc.reason
+        res.error_left_out = exc.left_out
         res.error_trigger = trig
         if trig is not None and trig in self.verdict:
             self.verdict[trig].status = ERROR

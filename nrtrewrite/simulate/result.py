@@ -64,6 +64,13 @@ class SimulationResult:
     #: the protocol error's line whole, before :func:`~nrtrewrite.errors.cut_line`: the text's
     #: ``protocol error:`` line escapes it for stdout's encoding, then cuts (docs/CLI.md)
     error_line: str | None = field(default=None, repr=False, compare=False)
+    #: the protocol error's location as its line names it, its reason (whole up to
+    #: ``errors.MAX_HELD_WHY_CHARS``: ``SimulationError.reason``) and how many characters of
+    #: the whole reason that does not hold (``SimulationError.left_out``): what a message
+    #: quoting the error takes, so that it is cut once, where that message is shown
+    error_where: str | None = field(default=None, repr=False, compare=False)
+    error_reason: str | None = field(default=None, repr=False, compare=False)
+    error_left_out: int = field(default=0, repr=False, compare=False)
     error_trigger: int | None = None
     stats: dict = field(default_factory=dict)
 
