@@ -2473,3 +2473,16 @@ def test_the_null_tests_cover_every_key_of_the_schema():
     assert tested["sbuf operand"] == {"var", "start", "partitions", "dims"}
     assert tested["extra_members[0]"] | tested["extra_members[1]"] == {"name", "text", "hex",
                                                                        "json"}
+
+
+def test_a_lone_surrogate_in_a_tuple_is_named_by_its_index(base_spec):
+    """A tuple in a JSON member (a spec given to ``assemble_spec`` as Python values) is written
+    as a list, and a lone surrogate in it is named as a list's item is, by its index in
+    brackets (review 53n: ``json.a.1``, the tuple's item named as a mapping's key)."""
+    for value in ((1, "\ud800"), [1, "\ud800"]):
+        spec = dict(copy.deepcopy(base_spec),
+                    extra_members=[{"name": "b.json", "json": {"a": value}}])
+        with pytest.raises(ValidationError) as exc:
+            assemble_spec(spec)
+        assert str(exc.value) == ("<spec>: field extra_members[0].json.a[1]: not Unicode text "
+                                  "(\"\\ud800\" is a lone surrogate, which UTF-8 cannot hold)")

@@ -361,7 +361,8 @@ def _step(path: str, parent: Any, key: Any) -> str:
     """Key path ``path`` of ``parent`` (a list or a mapping) with its item ``key`` after it:
     ``path[2]``, ``path.key``, ``path["a.b"]`` (:func:`jsonin.joined_key`: a key that is not
     a plain name is quoted, so that the path names one value)."""
-    return f"{path}[{key}]" if isinstance(parent, list) else jsonin.joined_key(path, key)
+    return (f"{path}[{key}]" if isinstance(parent, (list, tuple))  # (a tuple: a list, as json)
+            else jsonin.joined_key(path, key))
 
 
 def _expanded_too_large(doc) -> str | None:
