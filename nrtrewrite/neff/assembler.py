@@ -24,6 +24,7 @@ build deliberately invalid files for tests.
 from __future__ import annotations
 
 import datetime
+import itertools
 import json
 import math
 import os
@@ -428,6 +429,7 @@ def parse_spec_text(text: str, *, source: str = "<spec>") -> dict:
             if not isinstance(spec, dict):  # (cannot be: the text starts with "{")
                 raise ValidationError(f"a spec must be a mapping, not {_found(spec)}",
                                       Where(file=source))
+            spec = _TextSpec(spec)
             return spec
     loader = None
     try:
@@ -465,7 +467,15 @@ def parse_spec_text(text: str, *, source: str = "<spec>") -> dict:
     if not isinstance(spec, dict):  # (an empty text is YAML's null)
         raise ValidationError(f"a spec must be a mapping, not {_found(spec)}",
                               Where(file=source))
-    return _AliasedSpec(spec) if loader.aliased else spec
+    return _AliasedSpec(spec) if loader.aliased else _TextSpec(spec)
+
+
+class _TextSpec(dict):
+    """A spec read from text without a YAML alias (JSON, or YAML using none): each of its
+    values stands once in the text, so a JSON member of it written without indentation is
+    about as long as the text (of at most MAX_SPEC_FILE_BYTES), and its bytes are counted
+    from that writing (:func:`_json_size_unshared`, json's C writer; a spec given as Python
+    values may share a value any number of times: counted by :func:`_json_size`'s walk)."""
 
 
 class _AliasedSpec(dict):
@@ -511,16 +521,19 @@ def assemble_spec(spec: dict, *, source: str = "<spec>") -> bytes:
 
 def assemble(spec: dict, *, source: str = "<spec>", default_name: str = "") -> Assembled:
     """Assemble a spec dict; see docs/ASSEMBLE.md."""
-    return _Assembler(source, aliased=isinstance(spec, _AliasedSpec)).run(spec, default_name)
+    return _Assembler(source, aliased=isinstance(spec, _AliasedSpec),
+                      unshared=isinstance(spec, _TextSpec)).run(spec, default_name)
 
 
 # ---------------------------------------------------------------------------
 
 class _Assembler:
-    def __init__(self, source: str, aliased: bool = False):
+    def __init__(self, source: str, aliased: bool = False, unshared: bool = False):
         self.source = source
         #: the spec was read from YAML text that uses an alias (:class:`_AliasedSpec`)
         self.aliased = aliased
+        #: the spec was read from text without an alias (:class:`_TextSpec`)
+        self.unshared = unshared
         #: ranks the spec's "first..last" ranges have expanded to so far, all groups of all
         #: subgraphs together (at most MAX_TOPOLOGY_RANKS: each costs about 150 bytes)
         self.range_ranks = 0
@@ -548,7 +561,7 @@ class _Assembler:
         try:
             if isinstance(obj, (dict, list)) and _key_not_string(obj):
                 raise _NotJson("a key that is not a string")  # (named below)
-            size = _json_member_size(obj, self.aliased)
+            size = _json_member_size(obj, self.aliased, self.unshared)
         except _Circular as err:
             self.acyclic(obj, path, field)  # raises, at the key path
             # (cannot be: the walk finds every cycle)
@@ -1601,7 +1614,44 @@ def _json_size(doc: Any, aliased: bool = False) -> int:
     return known[id(doc)][1] + 1
 
 
-def _json_member_size(obj: Any, aliased: bool = False) -> int:
+def _json_size_unshared(doc: Any) -> int | None:
+    """The bytes :func:`_json_size` counts for ``doc``, a value that shares no list, mapping
+    or string (one of a spec read from text without an alias, :class:`_TextSpec`), counted
+    from json's C writer, without indentation (about as long as the spec's text), then
+    walking the lists and mappings level by level for the newlines and indentation the
+    indent adds (a non-empty one of ``n`` items at level ``L``, the member's own at 0: ``n``
+    newlines each before ``2(L + 1)`` spaces, one before its closing bracket and ``2L``);
+    its scalars are looked at by C code only.  None wherever :func:`_json_size` may refuse
+    (json's writer raises: a value JSON cannot hold, NaN, a long integer, a cycle; text that
+    is not UTF-8; more than :data:`MAX_JSON_DEPTH` levels): that walk then says why, in its
+    order."""
+    try:
+        text = json.dumps(doc, ensure_ascii=False, allow_nan=False, separators=(",", ": "))
+        size = len(text) if text.isascii() else len(text.encode("utf-8"))
+    except (TypeError, ValueError, RecursionError, UnicodeEncodeError):
+        return None
+    del text
+    level, depth = [doc], 0
+    while level and isinstance(doc, _JSON_CONTAINERS):
+        depth += 1
+        if depth > MAX_JSON_DEPTH:
+            return None
+        below = []
+        for node in level:
+            if node:
+                size += len(node) * (2 * depth + 1) + 2 * depth - 1
+                items = node.values() if isinstance(node, dict) else node
+                below.extend(itertools.compress(
+                    items, map(isinstance, items, itertools.repeat(_JSON_CONTAINERS))))
+        level = below
+    return size + 1
+
+
+#: What json's writer writes as a list or a mapping.
+_JSON_CONTAINERS = (dict, list, tuple)
+
+
+def _json_member_size(obj: Any, aliased: bool = False, unshared: bool = False) -> int:
     """The bytes :func:`_json_bytes` writes ``obj`` as, counted without writing it.
 
     Raises (:func:`_json_size`, in json.dumps's order):
@@ -1617,9 +1667,13 @@ def _json_member_size(obj: Any, aliased: bool = False) -> int:
     level it is nested in (a chain of 1,500 aliases took 35 s to refuse: each chain it could
     write was written first; a member of 1.7 GB of aliases took 132 s and 6.5 GB), so
     :func:`_json_bytes` writes only a value this has passed: at most MAX_JSON_DEPTH deep and
-    MAX_JSON_MEMBER_BYTES long.
+    MAX_JSON_MEMBER_BYTES long.  ``unshared`` (a spec read from text without an alias): counted
+    by :func:`_json_size_unshared` first (json's C writer: 1,000,000 values in about half the
+    walk's time), by the walk where that gives None.
     """
-    size = _json_size(obj, aliased)
+    size = _json_size_unshared(obj) if unshared else None
+    if size is None:
+        size = _json_size(obj, aliased)
     if size > MAX_JSON_MEMBER_BYTES:
         raise _TooLarge(size)
     return size
