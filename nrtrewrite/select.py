@@ -459,8 +459,7 @@ def engine_bd_refusal(trigger: Union[Trigger, Request], req: Request, alg: EncAl
     reason, not the gate's).  ``host_cc``:
     ``lower``'s ``--host-cc``, which composes the all-reduce's last reduce step as one
     ``recv_reduce_copy_send`` leg writing two outputs (RING, KANGARING, HIER's legs)."""
-    if (not isinstance(trigger, Trigger) or req.src_run is None and req.dst_run is None
-            or not policy.is_lowerable(alg, req.op)
+    if (not isinstance(trigger, Trigger) or not policy.is_lowerable(alg, req.op)
             or _bd_bound(req, topo.platform.hw_generation) <= TPINC_MAX_BDS
             or _lower_refuses(trigger)):
         return None
@@ -492,7 +491,7 @@ def engine_bd_refusal(trigger: Union[Trigger, Request], req: Request, alg: EncAl
         return None
     leg, count, which = worst
     return (f"{POLICY_GATE}a {leg} leg would need {count} {which} BDs, more than "
-            f"TPINC_MAX_BDS {TPINC_MAX_BDS} a leg ({sbuf_runs_text(req)}; lower refuses it, "
+            f"TPINC_MAX_BDS {TPINC_MAX_BDS} a leg ({bds_text(req)}; lower refuses it, "
             "forced too)")
 
 
@@ -534,7 +533,7 @@ def lowered_bd_refusal(trigger: Trigger, sel: "Selection", topo: Topology,
     limit, a trigger ``lower``'s own checks refuse.  Cached by the trigger's shape, the
     engine and its legs, the policy and ``host_cc``."""
     req = as_request(trigger)
-    if (sel.alg == EncAlgType.INVALID or req.src_run is None and req.dst_run is None
+    if (sel.alg == EncAlgType.INVALID
             or _bd_bound(req, topo.platform.hw_generation) <= TPINC_MAX_BDS
             or _lower_refuses(trigger)):
         return None
@@ -582,11 +581,14 @@ def _bd_bound(req: Request, hw: int) -> int:
     shortest run ``r``, plus a BD a tile (a tile boundary splits at most one run), a leg
     being cut into at most ``ceil(E / c) + 3`` tiles (``tile_elements``: a packet of at
     least half a leg's bytes, up to ``BD_MAX_BYTES``, at most the CCE cap of the generation
-    for a reduce; ``c`` the least of those full tiles, of elements of up to 8 bytes)."""
+    for a reduce; ``c`` the least of those full tiles, of elements of up to 8 bytes).  With
+    no SBUF operand every stream is linear (the gateway too), one BD a tile: the tiles
+    alone, so a DRAM trigger of at most about 16 Mi elements (v3) is never composed."""
     e = req.op_elements
-    run = min(r for r in (req.src_run, req.dst_run) if r is not None)
+    runs = [r for r in (req.src_run, req.dst_run) if r is not None]
+    split = -(-e // min(runs)) if runs else 0  # (DRAM operands: linear, one BD a tile)
     tile = min(cce_max_elements(hw), BD_MAX_BYTES // 8)
-    return max(MAX_SRC, MAX_DST) * min(e, -(-e // run) + -(-e // tile) + 3)
+    return max(MAX_SRC, MAX_DST) * min(e, split + -(-e // tile) + 3)
 
 
 def _bd_gated(reason: str) -> bool:
@@ -594,6 +596,14 @@ def _bd_gated(reason: str) -> bool:
     leg over ``TPINC_MAX_BDS``, or the engine's composer refusing the trigger)."""
     return reason.startswith(POLICY_GATE) and ("TPINC_MAX_BDS" in reason
                                                or reason.startswith(LOWER_REFUSES))
+
+
+def bds_text(req: Request) -> str:
+    """What makes a leg's BDs: an SBUF operand's runs (:func:`sbuf_runs_text`), or with DRAM
+    operands only the leg's tiles, one BD each a stream."""
+    if req.src_run is None and req.dst_run is None:
+        return "DRAM operands: a BD a tile per source and destination"
+    return sbuf_runs_text(req)
 
 
 def sbuf_runs_text(req: Request) -> str:
@@ -1792,9 +1802,11 @@ def _no_engine_fits(req: Request, cands: dict[EncAlgType, Candidate],
                      .partition(", more than")[0] if a in over else
                      f"{a.name} {cands[a].reason.rpartition(POLICY_GATE)[2]}" for a in gated)
     under = f" under {override.source} {override.text!r}" if override is not None else ""
+    cure = ("a smaller message" if req.src_run is None and req.dst_run is None
+            else "longer rows, dim 0 of step 1, or a smaller message")
     return (f"no engine the default selection may take{under} fits TPINC_MAX_BDS "
-            f"{TPINC_MAX_BDS} M2S or S2M BDs a leg ({sbuf_runs_text(req)}): {legs}; lower "
-            f"refuses such a leg (longer rows, dim 0 of step 1, or a smaller message; {way})")
+            f"{TPINC_MAX_BDS} M2S or S2M BDs a leg ({bds_text(req)}): {legs}; lower "
+            f"refuses such a leg ({cure}; {way})")
 
 
 def _invalid(req: Request, shape: GroupShape, cands: dict[EncAlgType, Candidate], msg: str,

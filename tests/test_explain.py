@@ -2230,3 +2230,74 @@ def test_triggers_of_one_refused_request_share_its_reason(tmp_path):
         assert err.reason is first.reason and type(err) is type(first)
         assert str(err) == str(first).replace("instruction 0, trigger 0:",
                                               f"instruction {k}, trigger {k}:")
+
+
+# -- a leg over TPINC_MAX_BDS with DRAM operands (review 53i item 1) -----------------------
+
+def _dram_fp8_ar() -> dict:
+    """review 53i's rdh.yaml: an fp8 all-reduce of 272 MiB of DRAM over ranks 0 and 1
+    (285212672 elements; INTRA_RDH's rdh_reduce leg of rank 0 takes half, 142606336, in
+    tiles of the v3 CCE cap, 2048 elements: 69632 tiles, one BD each per stream, two
+    sources: 139264 M2S BDs, past TPINC_MAX_BDS 65534)."""
+    return {"header": {"pkg_version": 2, "name": "rdh", "lnc_size": 1},
+            "subgraphs": [{"name": "sg00",
+                           "vars": [{"name": "a", "type": "input", "size": "272MiB"},
+                                    {"name": "b", "type": "output", "size": "272MiB"}],
+                           "replica_groups": [[0, 1]],
+                           "engines": {"sp": [{"all_reduce": {
+                               "dtype": "fp8_e4", "op": "add", "src": "a", "dst": "b",
+                               "bytes": "272MiB"}}]}}]}
+
+
+def test_explain_says_lower_refuses_a_forced_engines_dram_leg_over_tpinc_max_bds(tmp_path):
+    """docs/SELECTION.md "The BD gate": with DRAM operands only, a forced engine's leg
+    passes TPINC_MAX_BDS by its tiles alone; explain shows the trigger INVALID with lower's
+    line, exit 0 (until 2026-12-07 `lowered: INTRA_RDH` where lower refused it, review 53i).
+    The expected line is lower's own run; its counts are worked out by hand above."""
+    from nrtrewrite.neff.assembler import assemble_spec
+    path = tmp_path / "rdh.neff"
+    path.write_bytes(assemble_spec(_dram_fp8_ar()))
+    status, line, _ = _lowered_or_refused(path, tmp_path / "o", "--algo", "intra_rdh")
+    assert status == 2
+    where, _, why = line.partition(": ")
+    assert where == ("member sg00/sp.bin, subgraph sg00, stream sp, instruction 0, "
+                     "trigger 0, rank 0")
+    assert why.startswith("a rdh_reduce leg on channel 0 needs 139264 M2S and 69632 S2M BDs")
+    assert "its 142606336 elements make 69632 tiles" in why
+    doc = run_json("explain", str(path), "--algo", "intra_rdh")
+    (rec,) = doc["triggers"]
+    assert rec["lowered"]["algorithm"] == "INVALID"
+    assert rec["lowered"]["fallback_reason"] == f"rank 0: {why}"
+    text = run("explain", str(path), "--algo", "intra_rdh")
+    assert text.exit_code == 0 and "lowered: INVALID" in text.output
+
+
+def test_the_bd_gate_passes_over_a_default_engine_whose_dram_leg_is_over_tpinc_max_bds():
+    """The default selection's BD gate counts DRAM legs too (docs/SELECTION.md "The BD
+    gate"): under the default policy no engine it takes has one over the limit (the ring
+    engines' legs are sliced, MESH's are within its 8 MiB channel buffer, the RDH engines'
+    windows end at 56 / 64 MiB), so a policy that widens INTRA_RDH's window to reach it:
+    review 53i's 272 MiB fp8 all-reduce, whose rdh_reduce leg needs 2 x 69632 M2S BDs, is
+    passed over for it and RING taken; under the default policy RING is taken for the
+    window (the gate does not run for a trigger within its bound: 8 x its tiles)."""
+    from dataclasses import replace
+
+    from nrtrewrite.codes import EncAlgType
+    from nrtrewrite.neff.assembler import assemble_spec
+    from nrtrewrite.neff.reader import read_model_bytes
+    from nrtrewrite.policy import DEFAULT_POLICY, Policy
+    from nrtrewrite.select import select
+    from nrtrewrite.topology.model import load_topology
+    m = read_model_bytes(assemble_spec(_dram_fp8_ar()))
+    topo = load_topology(None, world=m.world, lnc_size=m.lnc_size)
+    (trig,) = m.triggers
+    wide = tuple(replace(w, op_max_limit=None, op_max_limit_sbuf=None)
+                 if w.alg == EncAlgType.INTRA_RDH else w for w in DEFAULT_POLICY.windows)
+    policy = Policy(windows=wide)
+    sel = select(trig, topo, policy=policy)
+    assert sel.alg == EncAlgType.RING
+    rdh = next(c for c in sel.candidates if c.alg == EncAlgType.INTRA_RDH)
+    assert rdh.reason == ("policy gate: a rdh_reduce leg would need 139264 M2S BDs, more than "
+                          "TPINC_MAX_BDS 65534 a leg (DRAM operands: a BD a tile per source "
+                          "and destination; lower refuses it, forced too)")
+    assert select(trig, topo).alg == EncAlgType.RING
