@@ -1673,9 +1673,11 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
                         and forced_fits(trigger, req, a, topo, policy, host_cc)]
             msg = _no_engine_fits(req, cands, passed_over, override if clause else None,
                                   forcible)
-            if strict or clause is not None:
-                raise SelectionError(msg, trigger=req.ordinal)
-            return _invalid(req, shape, cands, msg, override)
+            # (a refusal of lower's selection whatever the override: explain's error too, as
+            # docs/CLI.md "explain" says of any selection lower refuses; until 2026-12-07
+            # explain showed it INVALID, exit 0, unless a clause of the op's governed it,
+            # so '^single_cycle_ring' was an error and 'inter_allr:ring' not: review 53i)
+            raise SelectionError(msg, trigger=req.ordinal)
         if picked is None:
             why = "; ".join(f"{cands[a].predicate}: {cands[a].reason}" for a in cascade)
             # (a group of one rank is "1 rank", errors.counted: until 2026-12-06 "1 ranks")

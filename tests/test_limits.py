@@ -964,14 +964,18 @@ def test_the_mesh_bd_gate_is_checked_in_the_window_only(tmp_path):
         var["size"] = size
     neff = tmp_path / "m.neff"
     neff.write_bytes(assemble_spec(s))
-    res = CliRunner().invoke(main, ["explain", "--json", str(neff)])
+    # (no engine fits this trigger, so the default selection refuses it and explain with it,
+    # lower's line, since 2026-12-07 whatever the override: forced, MESH's candidate row is
+    # its predicate's, the window's reason)
+    res = CliRunner().invoke(main, ["explain", "--json", str(neff), "--algo", "mesh"])
     assert res.exit_code == 0, res.output
-    reasons = [c["reason"] for c in _mesh_candidates(json.loads(res.output))]
-    # (the window's reason first; since 2026-12-07 the default, every engine inside its window
-    # passed over by the BD gate, tries MESH outside it too and adds the gate's: SELECTION.md
-    # "The BD gate")
-    assert reasons and all(r.partition("; and policy gate: ")[0] == "1.465 MiB (1536000 B) not "
-                           "below op_max_limit_sbuf[ALLREDUCE] 1 MiB" for r in reasons), reasons
+    reasons = [c["reason"] for c in _mesh_candidates(json.loads(res.output))
+               if "predicate" in c]
+    assert reasons and all(r == "1.465 MiB (1536000 B) not below op_max_limit_sbuf[ALLREDUCE] "
+                           "1 MiB" for r in reasons), reasons
+    res = CliRunner().invoke(main, ["explain", str(neff)])
+    assert res.exit_code == 2
+    assert "MESH a mesh_send leg would need 192000 M2S BDs" in res.stderr
 
 
 def _mesh_candidates(doc):
@@ -1179,6 +1183,37 @@ def test_the_default_selection_refuses_when_no_engine_fits_tpinc_max_bds(
                                         str(tmp_path / "forced"), "--algo", alg.lower()])
         assert res.exit_code == 2, res.output
         assert re.search(rf"a {leg} leg on channel \d+ needs {count} M2S", res.stderr), res.stderr
+
+
+@pytest.mark.parametrize("algo", [None, "allgather:mesh", "intra_redsct:ring", "^mesh",
+                                  "ring,mesh"])
+def test_explain_refuses_a_trigger_no_engine_fits_as_lower_does_whatever_the_override(
+        tmp_path, monkeypatch, algo):
+    """docs/CLI.md "explain": explain refuses where lower does, with lower's line, when a
+    trigger shown fails its selection; the BD gate's `no engine ... fits TPINC_MAX_BDS` is
+    such a refusal whatever the override (rs_short: lower exits 2 at selection in every
+    case).  Until 2026-12-07 explain showed it INVALID, exit 0, unless a clause of the op
+    governed it: no override, a clause of another op or a HIER leg's (review 53i)."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(_rs_short()))
+    monkeypatch.delenv("NRTREWRITE_ALGO", raising=False)
+    extra = [] if algo is None else ["--algo", algo]
+    low = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o",
+                                    str(tmp_path / "out"), *extra])
+    assert low.exit_code == 2
+    (line,) = [x for x in low.stderr.splitlines() if x.startswith("nrtrewrite: error: ")]
+    assert "no engine the default selection may take" in line
+    for fmt in ([], ["--json"]):
+        res = CliRunner().invoke(main, ["explain", str(neff), *fmt, *extra])
+        assert res.exit_code == 2, res.output
+        if fmt:
+            assert json.loads(res.stdout)["error"] == line.removeprefix("nrtrewrite: error: ")
+        else:
+            assert res.stderr.splitlines()[-1] == line
 
 
 def test_the_default_selection_passes_over_an_engine_with_a_leg_over_tpinc_max_bds(tmp_path):
