@@ -356,7 +356,6 @@ def _group_rows(sp: SingleCyclePlan, topo, rank: int, slots: tuple[_Slot, ...],
                 post_other = channel_sem((sl.cw, sl.ccw)[1 - d], SEM_POST)
                 nx, pv = next(peer_pairs)
                 t = len(dr.legs)
-                out = IR.empty(t * 2)
                 k = np.repeat(np.arange(t, dtype=np.int64), 2)
                 half = np.tile(halves, t)
                 # order: step, then half, then sub (the root's CCW sync precedes its CCW
@@ -365,44 +364,49 @@ def _group_rows(sp: SingleCyclePlan, topo, rank: int, slots: tuple[_Slot, ...],
                 order_in_g = np.lexsort((key[k, 1], half, key[k, 0]))
                 k, half = k[order_in_g], half[order_in_g]
                 pos = np.array([p for _step, _sub, p, _role in dr.legs], np.int64)[k]
+                # one row a leg (each a function of its step and role), then each leg's row
+                # for each of its halves: a column at a time (until 2026-12-07 field by field
+                # a leg over a mask of the direction's rows, about 30 ms a rank of 128)
+                per = IR.empty(t)
+                per["step"] = key[:, 0]
+                # the root's step h_cw is the final reduce step (its CCW direct_recv of the
+                # CCW partial, the combine, the CCW send of the result), which the ring
+                # counts in its reduce-scatter (DESIGN.md "Step counting")
+                per["phase"] = np.where(key[:, 0] > h_cw, AG, RS)
+                roles = [role for _step, _sub, _pos, role in dr.legs]
+                per["leaf"] = [int(role.leaf) for role in roles]
+                per["n_src"] = [len(role.srcs) for role in roles]
+                per["n_dst"] = [len(role.dsts) for role in roles]
+                per["reduce"] = [len(role.srcs) > 1 for role in roles]
+                per["reduction_type"] = RING_2R1W
+                for i, role in enumerate(roles):
+                    for j, src in enumerate(role.srcs):
+                        per["src_view"][i, j] = vix[src]
+                    for j, (v, who) in enumerate(role.dsts):
+                        per["dst_view"][i, j] = vix[v]
+                        per["dst_peer"][i, j] = nx if who == "next" else 0
+                    waits = ([(recv, 1)] if role.waits_recv else []) + \
+                        ([(post_me, 1)] if role.waits_post else [])
+                    per["n_wait"][i] = len(waits)
+                    for j, (sem, v) in enumerate(waits):
+                        per["wait_sem"][i, j] = sem
+                        per["wait_val"][i, j] = v
+                    incs = ([(nx, recv)] if role.sends else []) + \
+                        ([(0, post_other)] if role.posts_other else [])
+                    per["n_inc"][i] = len(incs)
+                    for j, (peer, sem) in enumerate(incs):
+                        per["inc_peer"][i, j] = peer
+                        per["inc_sem"][i, j] = sem
+                        per["inc_val"][i, j] = 1
+                    if role.waits_recv and dr.net_prev:
+                        per["net_src_peer"][i] = pv
+                        per["net_view"][i] = vix[role.lands]
+                if d == 1:
+                    per["gw_view"] = vix["gw2"]  # the CCW sends stage apart from CW
+                out = per[k]
                 out["channel"] = ch
                 out["half"] = half
                 out["k"] = np.array(sp.group, np.int64)[pos]
-                for i, (step, _sub, _pos, role) in enumerate(dr.legs):
-                    sel = k == i
-                    out["step"][sel] = step
-                    # the root's step h_cw is the final reduce step (its CCW direct_recv
-                    # of the CCW partial, the combine, the CCW send of the result), which
-                    # the ring counts in its reduce-scatter (DESIGN.md "Step counting")
-                    out["phase"][sel] = AG if step > h_cw else RS
-                    out["leaf"][sel] = int(role.leaf)
-                    out["n_src"][sel] = len(role.srcs)
-                    for j, s in enumerate(role.srcs):
-                        out["src_view"][sel, j] = vix[s]
-                    out["n_dst"][sel] = len(role.dsts)
-                    for j, (v, who) in enumerate(role.dsts):
-                        out["dst_view"][sel, j] = vix[v]
-                        out["dst_peer"][sel, j] = nx if who == "next" else 0
-                    out["reduce"][sel] = len(role.srcs) > 1
-                    out["reduction_type"][sel] = RING_2R1W
-                    waits = ([(recv, 1)] if role.waits_recv else []) + \
-                        ([(post_me, 1)] if role.waits_post else [])
-                    out["n_wait"][sel] = len(waits)
-                    for j, (s, v) in enumerate(waits):
-                        out["wait_sem"][sel, j] = s
-                        out["wait_val"][sel, j] = v
-                    incs = ([(nx, recv)] if role.sends else []) + \
-                        ([(0, post_other)] if role.posts_other else [])
-                    out["n_inc"][sel] = len(incs)
-                    for j, (p, s) in enumerate(incs):
-                        out["inc_peer"][sel, j] = p
-                        out["inc_sem"][sel, j] = s
-                        out["inc_val"][sel, j] = 1
-                    if role.waits_recv and dr.net_prev:
-                        out["net_src_peer"][sel] = pv
-                        out["net_view"][sel] = vix[role.lands]
-                    if d == 1:
-                        out["gw_view"][sel] = vix["gw2"]  # the CCW sends stage apart from CW
                 parts.append((ch, out, np.full(t * 2, slot, np.int64), pos, half))
         parts.sort(key=lambda part: part[0])  # stable: channel order, then composing order
         rows = _GroupRows(ir=IR.concat([p[1] for p in parts]),
