@@ -927,7 +927,7 @@ def _replace_refusal(out: Path, model: str | None, force: bool = True,
 
 
 def _mount_id(path: str | os.PathLike) -> int | None:
-    """The id of the mount ``path`` (never followed if a link) lies on, as
+    """The id of the mount ``path`` (its last part never followed if a link) lies on, as
     ``/proc/self/fdinfo`` gives it (Linux 3.15 and later), or None where it cannot tell."""
     try:
         fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -951,8 +951,11 @@ def _is_mount_point(out: Path) -> bool:
     a bind mount of a folder of the parent's own file system only by its mount id."""
     if os.path.ismount(out):
         return True
-    parent = out.parent if str(out.parent) else Path(".")
-    here, above = _mount_id(out), _mount_id(parent)
+    # above: the folder holding ``out`` itself, as ``os.path.ismount`` finds it (``out/..``):
+    # OUT's parent named by the user may be a symbolic link to a folder on another mount
+    # (``~/work -> /scratch/me``), and the link's own mount id is not its folder's (until
+    # 2026-12-07 ``sw/o`` was refused as a mount point for a link ``sw`` to a tmpfs folder)
+    here, above = _mount_id(out), _mount_id(os.path.join(out, os.pardir))
     return here is not None and above is not None and here != above
 
 

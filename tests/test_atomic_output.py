@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -511,6 +512,68 @@ def test_a_mount_point_at_out_is_refused_without_the_force_hint(tmp_path, kind):
         verify_complete(out / "o")
     finally:
         subprocess.run(["umount", str(out)], check=True)
+
+
+def _lower_twice_through(link: Path, out: Path) -> None:
+    """``lower -o OUT`` (nothing there), plain again (refused: exists, with the --force hint,
+    never "a mount point"), and ``--force`` (replaced)."""
+    assert run(FIX / "ar2.neff", "-o", out).returncode == 0
+    one_line_error(run(FIX / "ar2.neff", "-o", out), f"{out} exists; pass --force to replace it")
+    assert run(FIX / "ar2.neff", "-o", out, "--force").returncode == 0
+    verify_complete(out)
+    assert link.is_symlink()
+
+
+def test_out_in_a_symlinked_folder_on_another_mount_is_no_mount_point(tmp_path):
+    """OUT's parent a symbolic link to a folder on another mount (``~/work -> /scratch/me``;
+    here a folder of /dev/shm, no mount needed): the mount point check compared OUT's mount
+    with the link's own (opened without following it) and refused ``lower --force`` and a
+    plain ``lower`` of an existing OUT as "a mount point" (review 53m).  The default output
+    name beside a model in the linked folder too."""
+    shm = Path("/dev/shm")
+    if bundle._mount_id(shm) in (None, bundle._mount_id(tmp_path)):
+        pytest.skip("/dev/shm is not another mount here")
+    target = Path(tempfile.mkdtemp(dir=shm, prefix="nrt-link-"))
+    try:
+        link = tmp_path / "sw"
+        link.symlink_to(target)
+        _lower_twice_through(link, link / "o")
+        shutil.copy(FIX / "mix8.neff", link / "mix8.neff")
+        assert run(link / "mix8.neff", "-q").returncode == 0
+        proc = run(link / "mix8.neff", "-q")
+        assert proc.returncode == 2 and "mount point" not in proc.stderr
+        assert run(link / "mix8.neff", "-q", "--force").returncode == 0
+        verify_complete(link / "mix8.lowered")
+        assert sorted(p.name for p in target.iterdir()) == ["mix8.lowered", "mix8.neff", "o"]
+    finally:
+        shutil.rmtree(target)
+
+
+@pytest.mark.parametrize("kind", ["tmpfs", "bind"])
+def test_out_in_a_symlinked_mount_is_no_mount_point(tmp_path, kind):
+    """A link ``ln`` to a tmpfs, or to a bind mount of a folder of the same file system:
+    ``-o ln/o`` was refused as "a mount point" (review 53m); it is lowered, replaced with
+    --force.  A mount point reached through a linked parent is still refused."""
+    bm = tmp_path / "bm"
+    bm.mkdir()
+    if kind == "bind":
+        (tmp_path / "src").mkdir()
+        args = ["--bind", str(tmp_path / "src"), str(bm)]
+    else:
+        args = ["-t", "tmpfs", "-o", "size=16m", "tmpfs", str(bm)]
+    if os.geteuid() != 0 or subprocess.run(["mount", *args], capture_output=True).returncode:
+        pytest.skip("cannot mount here (not root, or no CAP_SYS_ADMIN)")
+    try:
+        link = tmp_path / "lb"
+        link.symlink_to(bm)
+        _lower_twice_through(link, link / "o")
+        up = tmp_path / "up"
+        up.symlink_to(tmp_path)
+        for force in ([], ["--force"]):
+            one_line_error(run(FIX / "ar2.neff", "-o", up / "bm", *force),
+                           f"{up / 'bm'} is a mount point, which cannot be replaced")
+    finally:
+        subprocess.run(["umount", str(bm)], check=True)
 
 
 def test_symlinked_output_paths_do_not_escape(tmp_path):
