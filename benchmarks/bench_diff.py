@@ -243,14 +243,37 @@ def hold_out(out: Path) -> tuple[set[Path] | None, int | None]:
 def remove_partial(out: Path) -> list[Path]:
     """Remove what killed runs left half moved into ``--out`` (:data:`_PARTIAL`: in ``out``
     the models, in ``out/MODEL/`` A and B); called with ``--out``'s lock held, so no live
-    run's.  Returns what was removed."""
+    run's.  Returns what was removed.  Only this tool's own names are looked at: the
+    folders ``out/MODEL`` of a model name (:func:`_sizes`), and in them and in ``out``
+    the siblings of :data:`_PARTIAL`'s shape; a folder that cannot be listed is passed over
+    (until 2026-12-07 every subfolder of ``out`` was listed, and one the user cannot read,
+    a mount root's ``lost+found`` say, stopped the run with a traceback)."""
     removed = []
-    for folder in [out, *(p for p in out.iterdir() if p.is_dir() and not p.is_symlink())]:
-        for p in folder.iterdir():
-            if _PARTIAL.fullmatch(p.name):
-                _remove(p)
-                removed.append(p)
+    for folder in [out, *(out / name for name in _names(out) if _is_model_name(name))]:
+        if folder != out and (not folder.is_dir() or folder.is_symlink()):
+            continue
+        for name in _names(folder):
+            if _PARTIAL.fullmatch(name):
+                _remove(folder / name)
+                removed.append(folder / name)
     return removed
+
+
+def _names(folder: Path) -> list[str]:
+    """The names in ``folder``; none where it cannot be listed (not ours to read)."""
+    try:
+        return sorted(os.listdir(folder))
+    except OSError:
+        return []
+
+
+#: A model's name, the shape :func:`_sizes` takes (matched, not counted: ``99999999x1`` is
+#: a folder name, not a list to build).
+_MODEL_NAME = re.compile(r"w[0-9]+|[0-9]+x[0-9]+", re.ASCII)
+
+
+def _is_model_name(name: str) -> bool:
+    return _MODEL_NAME.fullmatch(name) is not None
 
 
 def _refuse(line: str) -> NoReturn:

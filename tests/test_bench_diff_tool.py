@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -507,3 +508,45 @@ def test_the_work_folder_is_locked_and_a_killed_runs_is_removed(tmp_path, monkey
             os.close(probe)
     finally:
         os.close(lock)
+
+
+def test_an_unreadable_folder_in_out_is_passed_over(tmp_path):
+    """A folder in ``--out`` the user cannot read (a mount root's ``lost+found``, mode 000):
+    the cleanup of a killed run's siblings listed every subfolder of ``--out`` and stopped
+    the run with a PermissionError traceback (review 53m); it lists only its own model
+    folders, and passes over one it cannot list.  Run without the capabilities that let
+    root read anything, where root."""
+    out = tmp_path / "X"
+    (out / "private").mkdir(parents=True)
+    (out / "private").chmod(0)
+    cmd = [sys.executable, str(TOOL), "--only", "w1", "--out", str(out)]
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root without setpriv: permissions are not checked")
+        cmd = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner,-fsetid",
+               *cmd]
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    finally:
+        (out / "private").chmod(0o700)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[-1].split()[-2:] == ["2", "difference(s)"]
+    assert "Traceback" not in res.stderr
+    assert os.listdir(out) == ["private"]
+
+
+def test_remove_partial_removes_only_its_own_names(tmp_path):
+    """What a killed run left (``.NAME.bench-diff-tmp-PID-HEX`` in ``--out`` and in a model's
+    folder) is removed; the same shape in a folder that is no model's name, and other names
+    in a model's folder, are not looked at."""
+    out = tmp_path / "out"
+    left = [out / ".w1.neff.bench-diff-tmp-12-0123abcd",
+            out / "w1" / ".A.bench-diff-tmp-12-89abcdef",
+            out / "2x3" / ".last.bench-diff-tmp-7-deadbeef"]
+    kept = [out / "notes" / ".A.bench-diff-tmp-12-89abcdef", out / "w1" / "A" / "manifest.json",
+            out / "w1x" / ".A.bench-diff-tmp-1-00000000", out / "w1" / ".A.bench-diff-tmp-x-1"]
+    for p in left + kept:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("x")
+    assert sorted(bench_diff.remove_partial(out)) == sorted(left)
+    assert all(p.exists() for p in kept) and not any(p.exists() for p in left)
