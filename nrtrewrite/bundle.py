@@ -1319,13 +1319,25 @@ def _take_mode(new: Path, previous: Path) -> None:
     """Give the new output folder ``new`` the permission bits of the folder ``previous`` it
     is to replace, as ``assemble`` keeps a replaced file's: a previous output kept private
     (0700) stays so (until 2026-12-07 the new one had the umask's, 0755 say).  The files and
-    rank folders inside are new, made with the umask's modes."""
+    rank folders inside are new, made with the umask's modes.  Nothing is done where the
+    modes already agree; a chmod refused (a file system that does not take one) refuses the
+    run, naming ``previous`` (``OUT``): the output is not replaced by a folder more open, or
+    otherwise other, than the one it replaces (until 2026-12-07 the error named the
+    temporary folder, removed by then, even where the modes agreed)."""
     try:
         st = os.lstat(previous)
     except OSError:
         return  # gone meanwhile: the swap says so
-    if stat.S_ISDIR(st.st_mode):
-        os.chmod(new, stat.S_IMODE(st.st_mode))
+    mode = stat.S_IMODE(st.st_mode)
+    if not stat.S_ISDIR(st.st_mode) or stat.S_IMODE(os.lstat(new).st_mode) == mode:
+        return
+    try:
+        os.chmod(new, mode)
+    except OSError as err:
+        raise OutputError(f"{escape_path(previous)}: cannot give the new output the mode "
+                          f"{mode:04o} of the folder it replaces ({err.strerror or err}); "
+                          "not replaced: chmod it to the mode the file system gives new "
+                          "folders, or write the output elsewhere") from None
 
 
 def _settle_swap(out: Path, tmp: Path, old: Path) -> None:

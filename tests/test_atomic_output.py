@@ -5,6 +5,7 @@ output's parent or through a symbolic link; the input is never modified."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -476,6 +477,45 @@ def test_force_keeps_the_replaced_output_folders_mode(tmp_path, monkeypatch, exc
         assert out.stat().st_mode & 0o7777 == mode
         assert len(list(out.glob("rank-*"))) == 8
         verify_complete(out)
+    finally:
+        os.umask(old_umask)
+
+
+@pytest.mark.parametrize("exchange", [True, False])
+def test_force_where_chmod_is_refused(tmp_path, monkeypatch, exchange):
+    """A file system refusing chmod (EPERM): ``--force`` failed with a message naming its
+    temporary folder, removed by then, even where the modes agreed (review 53m).  Modes
+    agreeing, no chmod is made and the output is replaced; differing, the run is refused in
+    one line naming OUT and the mode, the previous output left as it was, nothing else in
+    the folder."""
+    old_umask = os.umask(0o022)
+    try:
+        out = tmp_path / "out"
+        write_output(_plan("ar2"), out, ranks=None)
+        if not exchange:
+            monkeypatch.setattr(bundle, "_exchange", lambda a, b: False)
+        chmods = []
+
+        def refused(path, mode, *a, **k):
+            chmods.append(path)
+            raise PermissionError(errno.EPERM, os.strerror(errno.EPERM), str(path))
+        monkeypatch.setattr(os, "chmod", refused)
+        write_output(_plan("mix8"), out, ranks=None, force=True)  # 0755 both
+        assert chmods == [] and len(list(out.glob("rank-*"))) == 8
+        before = verify_complete(out)
+        monkeypatch.undo()
+        out.chmod(0o700)
+        monkeypatch.setattr(os, "chmod", refused)
+        if not exchange:
+            monkeypatch.setattr(bundle, "_exchange", lambda a, b: False)
+        with pytest.raises(OutputError) as exc:
+            write_output(_plan("ar2"), out, ranks=None, force=True)
+        assert str(exc.value) == (
+            f"{out}: cannot give the new output the mode 0700 of the folder it replaces "
+            "(Operation not permitted); not replaced: chmod it to the mode the file system "
+            "gives new folders, or write the output elsewhere")
+        assert verify_complete(out) == before and out.stat().st_mode & 0o7777 == 0o700
+        assert os.listdir(tmp_path) == ["out"]
     finally:
         os.umask(old_umask)
 
