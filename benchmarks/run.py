@@ -881,7 +881,8 @@ def write_results(out: Path, results: dict) -> None:
     whole and a failure or stop before the renames leaves both as they were (until
     2026-12-07 each was written in place, the JSON before the markdown was even rendered:
     a render that failed, a full disk or a stop left a truncated file, or a new JSON beside
-    the previous run's markdown)."""
+    the previous run's markdown).  A file replaced keeps its mode, a symbolic link is
+    replaced as a link, and a killed run's temporary files are removed by the next run."""
     files = [(out / "last-run.md", report.render(results).encode()),
              (out / "last-run.json", json.dumps(results, indent=1).encode())]
     out.mkdir(parents=True, exist_ok=True)

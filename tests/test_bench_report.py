@@ -360,3 +360,41 @@ def test_the_results_pair_is_replaced_together_or_not_at_all(tools, tmp_path, mo
     assert sorted(os.listdir(tmp_path)) == ["last-run.json", "last-run.md"]
     assert json.loads(json_path.read_text()) == json.loads(json.dumps(res))
     assert md_path.read_text() == report.render(res)
+
+
+def test_the_results_pair_keeps_modes_replaces_links_and_removes_stale_temps(tools, tmp_path):
+    """``replace_together`` keeps a replaced file's permission bits (a ``last-run.json``
+    kept 0600 became 0644, the umask's; review 53m), replaces a symbolic link as a link, its
+    target never written (as ``assemble -o``), and removes the temporary files a killed run
+    left (``.NAME.PID-XXXXXXXX.tmp``, its PID gone), never a live run's nor other names."""
+    import os
+
+    from conftest import dead_pid
+
+    run, report = tools
+    res = _result()
+    res["targets"] = run.targets(res)
+    json_path, md_path = tmp_path / "last-run.json", tmp_path / "last-run.md"
+    json_path.write_text("previous json")
+    json_path.chmod(0o600)
+    target = tmp_path / "kept.md"
+    target.write_text("the link's target")
+    md_path.symlink_to(target)
+    stale = [tmp_path / f".last-run.json.{dead_pid()}-abcd_123.tmp",
+             tmp_path / f".last-run.md.{dead_pid()}-zz99zz99.tmp"]
+    kept = [tmp_path / f".last-run.json.{os.getpid()}-abcd_123.tmp",  # (a live run's)
+            tmp_path / ".last-run.json.abcd_123.tmp", tmp_path / ".other.json.1-abcd_123.tmp"]
+    for p in stale + kept:
+        p.write_text("left")
+    old_umask = os.umask(0o022)
+    try:
+        run.write_results(tmp_path, res)
+    finally:
+        os.umask(old_umask)
+    assert json_path.stat().st_mode & 0o7777 == 0o600
+    assert json.loads(json_path.read_text()) == json.loads(json.dumps(res))
+    assert not md_path.is_symlink() and md_path.read_text() == report.render(res)
+    assert md_path.stat().st_mode & 0o7777 == 0o644  # (the umask's: a link has none to keep)
+    assert target.read_text() == "the link's target"
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        ["last-run.json", "last-run.md", "kept.md"] + [p.name for p in kept])
