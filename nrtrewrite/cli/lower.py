@@ -19,7 +19,7 @@ from nrtrewrite.cores import usable_cores
 from nrtrewrite.cli import (ALGO_TWICE, Int, IntRange, OneValue, PathArg, main, note_placed,
                             plain, print_table, raise_lost_stop, stderr_console, stdout_console,
                             warn)
-from nrtrewrite.errors import (NrtRewriteError, OutputError, counted,
+from nrtrewrite.errors import (NrtRewriteError, OutputError, counted, cut_middle,
                                escape_path, path_text)
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.limits import check_plan
@@ -113,7 +113,10 @@ def lower_cmd(model, out, ranks, topology, algo, host_cc, no_verify_hash, force,
         # (as simulate's temporary output, which is then model.lowered: here a name beside
         # the model that another model's default may be; the OS's line named the long path
         # twice, without a word of -o, until 2026-12-07)
-        raise OutputError(f"the default output <stem>.lowered would be a name of "
+        # (its name shown cut, its first 40 and last 20 characters: the model's path names
+        # the rest; until 2026-12-07 the literal text <stem>.lowered)
+        shown = cut_middle(escape_path(out_path.name), 80, 40, 20, "{head}...{tail}")
+        raise OutputError(f"the default output {shown} would be a name of "
                           f"{len(os.fsencode(out_path.name))} bytes, more than the {NAME_MAX} "
                           "bytes a file name may have (NAME_MAX); give -o", file=str(model))
     if out is None and _in_an_output(Path(model)):
