@@ -114,9 +114,10 @@ def test_simulate_counts_a_models_name_in_bytes(tmp_path, monkeypatch, count, wa
 def test_lower_a_model_whose_default_output_name_passes_255_bytes_says_give_o(tmp_path, stem):
     """`lower MODEL.neff` writes `<stem>.lowered` beside the model: for a model named 253 -
     255 bytes (248 - 255 without a suffix: b...) that name passes 255 bytes, and the OS's
-    `File name too long` named the long path twice with no word of `-o` (review 53f).  Refused before the model is read, in one
-    line that says why (the name's bytes, counted as bytes: `é` is two) and to give `-o`,
-    which lowers it; up to 255 bytes the default is written as before."""
+    `File name too long` named the long path twice with no word of `-o` (review 53f).
+    Refused before the model is read, in one line that says why (the name's bytes, counted
+    as bytes: `é` is two) and to give `-o`, which lowers it; up to 255 bytes the default is
+    written as before."""
     model = tmp_path / (stem + ".neff" if stem[0] != "b" else stem)  # (b: no suffix)
     model.write_bytes((FIX / "ar2.neff").read_bytes())
     res = CliRunner().invoke(main, ["lower", "-q", str(model)])
