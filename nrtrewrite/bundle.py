@@ -1273,17 +1273,31 @@ class _ForcedSwap:
             return tmp
         self.exchanged = False
         old = _sibling(parent / out.name, "old")
+        checked = False
         try:
             os.rename(out, old)
             self._hold(old)
             if (refusal := self._refusal(old)):  # changed between the check and the rename
                 os.rename(old, out)
                 raise OutputError(f"{refusal} ({self.MEANWHILE})")
-            os.rename(tmp, out)
-        except BaseException:
-            _settle_swap(out, tmp, old)
+            checked = True
+            # never over what appeared at OUT between the two renames (a plain rename
+            # replaced an empty folder made there)
+            _rename_noreplace(tmp, out)
+        except BaseException as exc:
+            if _settle_swap(out, tmp, old, checked) and isinstance(exc, Exception):
+                raise OutputError(f"{escape_path(out)}: {self.TAKEN}") from None
             raise
         return old
+
+    #: The refusal when something was put at OUT between the two renames of the swap without
+    #: an atomic exchange (another ``lower --force`` of it, say): until 2026-12-07 the run
+    #: failed naming the previous output's temporary name ("Directory not empty
+    #: (.OUT.old-PID-HEX)"), left behind.
+    TAKEN = ("something was put there while the previous output was moved aside for the new "
+             "one (another lower --force of it, say: without an atomic exchange, "
+             "RENAME_EXCHANGE, the swap is two renames); what is there now is kept, the new "
+             "output was not placed and the previous one was removed")
 
     def _hold(self, path: Path) -> None:
         """Make the lock held that of the folder now at ``path``, what the swap took out of
@@ -1340,18 +1354,29 @@ def _take_mode(new: Path, previous: Path) -> None:
                           "folders, or write the output elsewhere") from None
 
 
-def _settle_swap(out: Path, tmp: Path, old: Path) -> None:
+def _settle_swap(out: Path, tmp: Path, old: Path, checked: bool = False) -> bool:
     """After the two renames of ``--force`` without an atomic exchange (``out`` -> ``old``,
     ``tmp`` -> ``out``) were cut short (a signal's exception, an OS error): ``out`` holds a
     complete output again.  Only the first done: the previous output goes back; both done
     (the exception landed right after the second returned): the new output stays and the
-    previous one goes.  The caller's cleanup removes ``tmp`` if it is still there."""
+    previous one goes.  The caller's cleanup removes ``tmp`` if it is still there.  Only
+    the first done and something else put at ``out`` meanwhile (another ``lower --force``'s
+    output): the previous output, ``checked`` ours (and locked by the caller), is removed,
+    superseded by what is there, and True is returned (the caller says so); not checked, the
+    error of putting it back is raised."""
     if not (old.exists() or old.is_symlink()):
-        return  # neither rename happened: out is the previous output
-    if tmp.exists() or tmp.is_symlink():
-        os.rename(old, out)  # out is free: the second rename did not happen
-    else:
-        shutil.rmtree(old, ignore_errors=True)
+        return False  # neither rename happened: out is the previous output
+    if tmp.exists() or tmp.is_symlink():  # the second rename did not happen
+        try:
+            _rename_noreplace(old, out)
+        except OSError:
+            if not (checked and (out.exists() or out.is_symlink())):
+                raise
+            remove_tree(old)
+            return True
+        return False
+    shutil.rmtree(old, ignore_errors=True)
+    return False
 
 
 def _worker_lost(plan: LoweringPlan, err: WorkerLost) -> LoweringError:

@@ -481,6 +481,47 @@ def test_force_keeps_the_replaced_output_folders_mode(tmp_path, monkeypatch, exc
         os.umask(old_umask)
 
 
+@pytest.mark.parametrize("made", ["output", "empty folder"])
+def test_force_without_exchange_when_out_is_taken_between_the_renames(tmp_path, monkeypatch,
+                                                                        made):
+    """Without RENAME_EXCHANGE ``--force`` is two renames (OUT -> ``.OUT.old-PID-HEX``, the
+    new output -> OUT).  Something put at OUT between them (another ``lower --force``'s
+    output: review 53m, /tmp/w53m-scratch/fb/a.py) made the run fail with
+    ``cannot write the output: Directory not empty (.out.old-PID-HEX)``, a name it left
+    behind; an empty folder made there was replaced by the plain rename.  Now what is there
+    is kept, the run is refused in one line saying what happened, and the previous output
+    (checked ours) is removed: nothing but OUT is left in the folder."""
+    out = tmp_path / "out"
+    write_output(_plan("ar2"), out, ranks=None)
+    other = tmp_path / "other"
+    if made == "output":
+        write_output(_plan("mix8"), other, ranks=None)  # (another run's new output)
+        theirs = verify_complete(other)
+    monkeypatch.setattr(bundle, "_exchange", lambda a, b: False)
+    real = os.rename
+
+    def rename(a, b):
+        real(a, b)
+        if ".out.old-" in str(b):  # moved aside: the other run lands now
+            if made == "output":
+                real(other, out)
+            else:
+                out.mkdir()
+    monkeypatch.setattr(os, "rename", rename)
+    with pytest.raises(OutputError) as exc:
+        write_output(_plan("ar2"), out, ranks=None, force=True)
+    assert str(exc.value) == (
+        f"{out}: something was put there while the previous output was moved aside for the "
+        "new one (another lower --force of it, say: without an atomic exchange, "
+        "RENAME_EXCHANGE, the swap is two renames); what is there now is kept, the new "
+        "output was not placed and the previous one was removed")
+    assert os.listdir(tmp_path) == ["out"]
+    if made == "output":
+        assert verify_complete(out) == theirs
+    else:
+        assert os.listdir(out) == []
+
+
 @pytest.mark.parametrize("exchange", [True, False])
 def test_force_where_chmod_is_refused(tmp_path, monkeypatch, exchange):
     """A file system refusing chmod (EPERM): ``--force`` failed with a message naming its
@@ -1346,17 +1387,22 @@ def test_force_without_an_exchange_survives_a_signal_between_its_renames(tmp_pat
     write_output(_plan("ar2"), out, ranks=None)
     previous = verify_complete(out)
     monkeypatch.setattr(bundle, "_exchange", lambda a, b: False)
-    rename, calls = os.rename, []
+    rename, noreplace, calls = os.rename, bundle._rename_noreplace, []
 
-    def rename_then_signal(a, b):
-        rename(a, b)
-        calls.append((Path(a).name, Path(b).name))
-        if len(calls) == after:
-            raise Terminated(signal.SIGTERM)
-    monkeypatch.setattr(bundle.os, "rename", rename_then_signal)
+    def then_signal(real):
+        def renamed(a, b):
+            real(a, b)
+            calls.append((Path(a).name, Path(b).name))
+            if len(calls) == after:
+                raise Terminated(signal.SIGTERM)
+        return renamed
+    # (the second rename is one that never replaces, since 2026-12-07: _rename_noreplace)
+    monkeypatch.setattr(bundle.os, "rename", then_signal(rename))
+    monkeypatch.setattr(bundle, "_rename_noreplace", then_signal(noreplace))
     with pytest.raises(Terminated):
         write_output(_plan("mix8"), out, ranks=None, force=True)
     monkeypatch.setattr(bundle.os, "rename", rename)
+    monkeypatch.setattr(bundle, "_rename_noreplace", noreplace)
     assert calls[0][0] == "out" and calls[0][1].startswith(".out.old-")
     now = verify_complete(out)
     if after == 1:
