@@ -914,6 +914,8 @@ def _replace_refusal(out: Path, model: str | None, force: bool = True,
         return (f"{escape_path(out)} is a mount point, which cannot be replaced (the output is "
                 "built beside it and renamed into its place); write the output elsewhere, a "
                 "folder inside it say")
+    if (refusal := _unreadable(out)):
+        return refusal
     if not _is_our_output(out):
         # (the format's name as a manifest's value is named, in JSON's form: until
         # 2026-12-06 Python's, 'nrtrewrite-lowered')
@@ -924,6 +926,32 @@ def _replace_refusal(out: Path, model: str | None, force: bool = True,
     if not force:
         return f"{escape_path(out)} exists; pass --force to replace it"
     return _unremovable(out)
+
+
+def _unreadable(out: Path) -> str | None:
+    """Why the folder ``out`` cannot be told an output of ours for want of permission, or
+    None: it cannot be listed (mode 0300, 0100), or its ``manifest.json`` cannot be looked at
+    (0600: not searchable) or opened.  Until 2026-12-07 such an ``out`` was called "not an
+    nrtrewrite output (no manifest.json ...)" though the manifest was there (``diff`` says
+    the same since RELIABILITY's row on an unreadable manifest)."""
+    hint = (f"; refusing to replace it: make it readable (chmod -R u+rwx {escape_path(out)}) "
+            "or remove it first")
+    try:
+        os.listdir(out)
+    except OSError as err:
+        return (f"{escape_path(out)} cannot be read ({err.strerror or err}), so it cannot be "
+                f"told an nrtrewrite output{hint}")
+    man = out / "manifest.json"
+    try:
+        if not stat.S_ISREG(os.lstat(man).st_mode):
+            return None
+        os.close(os.open(man, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC))
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        return (f"{escape_path(man)} cannot be read ({err.strerror or err}), so "
+                f"{escape_path(out)} cannot be told an nrtrewrite output{hint}")
+    return None
 
 
 def _mount_id(path: str | os.PathLike) -> int | None:

@@ -481,6 +481,44 @@ def test_force_keeps_the_replaced_output_folders_mode(tmp_path, monkeypatch, exc
         os.umask(old_umask)
 
 
+@pytest.mark.parametrize("what, mode", [("out", 0o300), ("out", 0o100), ("out", 0o600),
+                                        ("manifest", 0o000)])
+def test_an_unreadable_previous_output_is_said_to_be_unreadable(tmp_path, what, mode):
+    """A previous output this user cannot read (OUT mode 0300 / 0100 / 0600, or its
+    manifest.json 0000) was called "not an nrtrewrite output (no manifest.json ...)" though
+    the manifest is there (review 53m; ``diff`` says it cannot be read since RELIABILITY's
+    row on an unreadable manifest).  Refused with and without --force in one line naming
+    what cannot be read and the OS's reason, OUT left as it was.  As root, run without the
+    capabilities that let root read anything."""
+    out = tmp_path / "o"
+    assert run(FIX / "ar2.neff", "-o", out).returncode == 0
+    before = verify_complete(out)
+    target = out if what == "out" else out / "manifest.json"
+    # the first path the checks cannot read: OUT when it cannot be listed (0300, 0100);
+    # the manifest when OUT can be listed but not searched (0600) or the manifest is 0000
+    named = out if mode in (0o300, 0o100) else out / "manifest.json"
+    prefix = []
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root without setpriv: permissions are not checked")
+        prefix = ["setpriv", "--bounding-set",
+                  "-dac_override,-dac_read_search,-fowner,-fsetid"]
+    target.chmod(mode)
+    try:
+        for force in ([], ["--force"]):
+            proc = subprocess.run(prefix + lower_cmd(FIX / "ar2.neff", "-o", out, *force),
+                                  capture_output=True, text=True, cwd=ROOT, env=env(),
+                                  timeout=120)
+            one_line_error(proc, f"{named} cannot be read (Permission denied), so "
+                                 f"{'it' if named == out else out} cannot be told an "
+                                 "nrtrewrite output; refusing to replace it: make it readable "
+                                 f"(chmod -R u+rwx {out}) or remove it first")
+    finally:
+        target.chmod(0o755 if what == "out" else 0o644)
+    assert verify_complete(out) == before
+    assert os.listdir(tmp_path) == ["o"]
+
+
 @pytest.mark.parametrize("made", ["output", "empty folder"])
 def test_force_without_exchange_when_out_is_taken_between_the_renames(tmp_path, monkeypatch,
                                                                         made):
