@@ -481,7 +481,11 @@ def main() -> None:
         print(f"{'row':>14} {'NEFF MB':>8} | {'diff s':>7} {'peak MB':>8} | count")
         for row in rows:
             raise_lost_stop()  # (a stop Python dropped in a finalizer: outdir.stop_cleanly)
-            a, b = make_pair(row, out, work)
+            try:
+                a, b = make_pair(row, out, work)
+            except OSError as err:  # (its own folders in --out unreadable: a traceback, until
+                raise SystemExit(f"{row}: cannot use what is in --out: "  # 2026-12-07)
+                                 f"{_why(err, work)}") from None
             size = max(p.stat().st_size for p in a.glob("*.neff")) / 1e6
             dt, rss, last = measure(a, b, tree)
             print(f"{row:>14} {size:8.1f} | {dt:7.2f} {rss:8.0f} | {last}", flush=True)

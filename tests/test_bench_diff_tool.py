@@ -510,6 +510,34 @@ def test_the_work_folder_is_locked_and_a_killed_runs_is_removed(tmp_path, monkey
         os.close(lock)
 
 
+def _without_read_capabilities(cmd: list[str]) -> list[str]:
+    if os.geteuid() != 0:
+        return cmd
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: permissions are not checked")
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner,-fsetid",
+            *cmd]
+
+
+def test_an_unreadable_model_folder_in_out_is_one_line(tmp_path):
+    """The run's own model folder ``OUT/w1`` unreadable (mode 000): a PermissionError
+    traceback from make_pair (review 53r); one line naming the row, what cannot be used and
+    why, status 1, nothing left in --out but what was there."""
+    out = tmp_path / "X"
+    (out / "w1").mkdir(parents=True)
+    (out / "w1").chmod(0)
+    cmd = _without_read_capabilities([sys.executable, str(TOOL), "--only", "w1", "--out",
+                                      str(out)])
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    finally:
+        (out / "w1").chmod(0o700)
+    assert res.returncode == 1, res.stderr
+    assert res.stderr.splitlines() == [
+        f"w1: cannot use what is in --out: Permission denied ({out / 'w1' / 'A'})"]
+    assert os.listdir(out) == ["w1"] and os.listdir(out / "w1") == []
+
+
 def test_an_unreadable_folder_in_out_is_passed_over(tmp_path):
     """A folder in ``--out`` the user cannot read (a mount root's ``lost+found``, mode 000):
     the cleanup of a killed run's siblings listed every subfolder of ``--out`` and stopped
