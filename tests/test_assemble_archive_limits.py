@@ -15,6 +15,7 @@ from nrtrewrite.errors import LimitError, ValidationError
 from nrtrewrite.neff import container
 from nrtrewrite.neff.assembler import assemble_spec
 from nrtrewrite.neff.container import Limits, read_container
+from test_neff_assembler import _python_encoder_writes_at_most  # (one bound, one place)
 
 
 class _Counted(str):
@@ -195,28 +196,6 @@ def test_a_tar_of_exactly_a_patched_total_limit_is_written_and_read_back(
     with pytest.raises(ValidationError) as exc:
         assemble_spec(spec)
     assert str(exc.value) == _too_big("extra_members[4].text", "n" * 150, size, size - 1)
-
-
-def _python_encoder_writes_at_most(monkeypatch, limit: int) -> None:
-    """Make json.dumps's pure-Python encoder (the one an indent takes) fail once it has
-    written more than ``limit`` characters in one call (as test_neff_assembler's)."""
-    import json.encoder
-
-    make = json.encoder._make_iterencode
-
-    def bounded(*args, **kwargs):
-        iterencode = make(*args, **kwargs)
-
-        def counted(o, level):
-            written = 0
-            for chunk in iterencode(o, level):
-                written += len(chunk)
-                if written > limit:
-                    raise AssertionError(f"json's pure-Python encoder wrote {written} "
-                                         "characters")
-                yield chunk
-        return counted
-    monkeypatch.setattr(json.encoder, "_make_iterencode", bounded)
 
 
 def test_json_members_each_under_max_member_bytes_past_max_total_bytes_are_not_written(
