@@ -460,6 +460,7 @@ def engine_bd_refusal(trigger: Union[Trigger, Request], req: Request, alg: EncAl
     ``lower``'s ``--host-cc``, which composes the all-reduce's last reduce step as one
     ``recv_reduce_copy_send`` leg writing two outputs (RING, KANGARING, HIER's legs)."""
     if (not isinstance(trigger, Trigger) or not policy.is_lowerable(alg, req.op)
+            or _dram_under_limit(req, alg, topo.platform.hw_generation)
             or _bd_bound(req, topo.platform.hw_generation) <= TPINC_MAX_BDS
             or _lower_refuses(trigger)):
         return None
@@ -534,6 +535,7 @@ def lowered_bd_refusal(trigger: Trigger, sel: "Selection", topo: Topology,
     engine and its legs, the policy and ``host_cc``."""
     req = as_request(trigger)
     if (sel.alg == EncAlgType.INVALID
+            or _dram_under_limit(req, sel.alg, topo.platform.hw_generation)
             or _bd_bound(req, topo.platform.hw_generation) <= TPINC_MAX_BDS
             or _lower_refuses(trigger)):
         return None
@@ -572,6 +574,29 @@ def _lower_refuses(trigger: Trigger) -> bool:
     except NrtRewriteError:
         return True
     return False
+
+
+#: The engines whose legs of DRAM operands are not cut into chunks: a leg of any other moves
+#: at most a chunk half (RING, KANGARING, SINGLE_CYCLE_RING and HIER's legs: the chunk is
+#: at most DEFAULT_CHUNK_BYTES, so a leg is a few hundred tiles whatever the message) or a
+#: channel buffer (MESH), far under TPINC_MAX_BDS (docs/SELECTION.md "The BD gate").
+_DRAM_UNCHUNKED = frozenset({EncAlgType.INTRA_RDH, EncAlgType.INTER_RDH})
+
+
+def _dram_under_limit(req: Request, alg: EncAlgType, hw: int) -> bool:
+    """Whether ``alg``'s legs of ``req``, with DRAM operands only, stay under
+    ``TPINC_MAX_BDS`` without being composed: an engine that cuts them into chunks
+    (:data:`_DRAM_UNCHUNKED`), or an RDH one for a message of at most about 32 Ki tiles (an
+    RDH leg reads ranges of the message that add up to at most all of it, each from at most
+    two sources, one BD a tile: at most ``2 * (tiles + 8)`` BDs a stream; about 64 Mi
+    elements on v3, every message the default policy's RDH windows take). Not counted, so a
+    large DRAM trigger costs no composition of every rank of every engine."""
+    if req.src_run is not None or req.dst_run is not None:
+        return False
+    if alg not in _DRAM_UNCHUNKED:
+        return True
+    tile = min(cce_max_elements(hw), BD_MAX_BYTES // 8)
+    return 2 * (-(-req.op_elements // tile) + 8) <= TPINC_MAX_BDS
 
 
 def _bd_bound(req: Request, hw: int) -> int:

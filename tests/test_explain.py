@@ -2272,6 +2272,68 @@ def test_explain_says_lower_refuses_a_forced_engines_dram_leg_over_tpinc_max_bds
     assert text.exit_code == 0 and "lowered: INVALID" in text.output
 
 
+def _dram_fp8(op: str, group: list[int], elements: int) -> dict:
+    """An fp8 ``op`` of ``elements`` elements a rank (the all-gather's output ``len(group)``
+    times that) over ``group``, DRAM operands."""
+    out = elements * len(group) if op == "all_gather" else elements
+    return {"header": {"pkg_version": 2, "name": "rdh", "lnc_size": 1},
+            "subgraphs": [{"name": "sg00",
+                           "vars": [{"name": "a", "type": "input", "size": elements},
+                                    {"name": "b", "type": "output", "size": out}],
+                           "replica_groups": [group],
+                           "engines": {"sp": [{op: {
+                               "dtype": "fp8_e4", "op": "add", "src": "a", "dst": "b",
+                               "bytes": elements}} if op != "all_gather" else {op: {
+                               "dtype": "fp8_e4", "src": "a", "dst": "b",
+                               "bytes": elements}}]}}]}
+
+
+@pytest.mark.parametrize("op, group, topology, algo, tile", [
+    ("all_reduce", [0, 1], None, "intra_rdh", 2048),
+    ("all_reduce", [0, 1, 2], None, "intra_rdh", 2048),
+    ("reduce_scatter", [0, 1, 2], None, "intra_rdh", 2048),
+    ("all_gather", [0, 1, 2], None, "intra_rdh", 2048),
+    ("all_reduce", [0, 1, 2, 3], "trn1", "intra_rdh", 1024),
+    ("all_reduce", [32 * n for n in range(8)], "trn1:nodes=8", "inter_rdh", 1024),
+])
+def test_an_rdh_leg_of_dram_operands_within_the_gates_bound_is_lowered_forced(
+        tmp_path, op, group, topology, algo, tile):
+    """The BD gate does not compose an RDH engine's DRAM legs for a message of at most
+    32,759 tiles (select._dram_under_limit: a leg reads ranges adding up to at most the
+    message, from at most two sources, one BD a tile: 2 x (32759 + 8) = 65534, TPINC_MAX_BDS);
+    so such a message, forced to the engine, must lower on every rank (`lower` counts the
+    BDs it emits: docs/SELECTION.md "The BD gate"). The tile is the generation's CCE cap
+    (2048 elements on trn2, 1024 on trn1)."""
+    from nrtrewrite.neff.assembler import assemble_spec
+    path = tmp_path / "edge.neff"
+    tiles = 32757 if op == "reduce_scatter" else 32759  # (a multiple of the group's 3)
+    path.write_bytes(assemble_spec(_dram_fp8(op, group, tiles * tile)))
+    extra = ("--topology", topology) if topology else ()
+    status, line, algos = _lowered_or_refused(path, tmp_path / "o", "--algo", algo, *extra)
+    assert (status, line) == (0, None) and algos == [algo.upper()]
+
+
+def test_the_bd_gate_composes_no_engine_for_a_dram_message_within_its_bound(monkeypatch):
+    """A DRAM fp8 all-reduce of 48 MiB over 8 ranks (50,331,648 elements: past the first
+    bound's 16 Mi, inside INTRA_RDH's 1-56 MiB window, 24,576 tiles: within the RDH bound):
+    the default selection takes INTRA_RDH without composing any engine's legs (review 53u:
+    every engine was composed for every rank, `lower --rank 0` of the benchmark's large64
+    9.5 s instead of 1.7 s)."""
+    from nrtrewrite import bdgate
+    from nrtrewrite.codes import EncAlgType
+    from nrtrewrite.neff.assembler import assemble_spec
+    from nrtrewrite.neff.reader import read_model_bytes
+    from nrtrewrite.select import select
+    from nrtrewrite.topology.model import load_topology
+    composed = []
+    monkeypatch.setattr(bdgate, "worst_leg", lambda *a, **k: composed.append(a) or None)
+    m = read_model_bytes(assemble_spec(_dram_fp8("all_reduce", list(range(8)), 48 << 20)))
+    topo = load_topology(None, world=m.world, lnc_size=m.lnc_size)
+    (trig,) = m.triggers
+    assert select(trig, topo).alg == EncAlgType.INTRA_RDH
+    assert composed == []
+
+
 def test_the_bd_gate_passes_over_a_default_engine_whose_dram_leg_is_over_tpinc_max_bds():
     """The default selection's BD gate counts DRAM legs too (docs/SELECTION.md "The BD
     gate"): under the default policy no engine it takes has one over the limit (the ring
