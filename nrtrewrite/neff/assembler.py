@@ -1298,7 +1298,8 @@ def _spec_value(val: Any) -> str:
     kinds = ((bytes, "binary data (!!binary)"), ((set, frozenset), "a set (!!set)"),
              ((list, tuple), "a list"), (dict, "a mapping"))
     return next((kind for typ, kind in kinds if isinstance(val, typ)),
-                f"a {type(val).__name__}")
+                f"{'an' if type(val).__name__[:1].lower() in 'aeiou' else 'a'} "
+                f"{type(val).__name__}")
 
 
 def _found(val: Any) -> str:
