@@ -211,3 +211,42 @@ def test_a_legs_elem_start_is_named_in_legs_bin_when_its_word_and_bd_agree(tmp_p
         f"5: elem_start should be 500, not 501: the leg's piece at sb2sb.bin record {first} "
         f"(src.start_addr 0x3e8) and the BD that moves it (dma.bin record {dma}) both put its "
         "first element at 500, not 501")
+
+
+def test_a_func_rel_op_idx_moving_an_op_to_another_entry_is_named_in_net_ops_bin(tmp_path):
+    """Group [64, 0, 32, 65, 1, 33] on trn1:nodes=3 (32 ranks a node: 64 and 65 share a
+    node), all-reduce, all-gather, reduce-scatter, --algo 'hier;inter_allr:ring'. Rank 64's
+    entries: trigger 0's intra_redsct (0), inter_allr (1), intra_allg (2), trigger 1's
+    inter_allg (3), intra_allg (4), ...; on channel 0 only entry 3 crosses nodes, so
+    net_ops.bin record 0 (FORMATS §8.1: 96 bytes, func_rel_op_idx the u32 at 80) is trigger
+    1's op, and its transmit entries send to rank 0, rank 64's successor on the inter ring.
+    Bit 0 of func_rel_op_idx flipped (1 -> 0) puts the op in entry 0, whose ring successor is
+    65: the line names net_ops.bin's field, not the intact dst_rank (until 2026-12-07
+    `field dst_rank, ..., net_src.bin, record 0: dst_rank should be 65, rank 64's ring
+    successor on channel 0 ..., not 0`; review 53t)."""
+    body = {"dtype": "bf16", "group": 0, "src": "i", "dst": "o"}
+    spec = {
+        "header": {"pkg_version": 2, "name": "t1n3rev", "lnc_size": 1},
+        "subgraphs": [{
+            "name": "sg00",
+            "vars": [{"name": "i", "type": "input", "size": "48KiB"},
+                     {"name": "o", "type": "output", "size": "288KiB"}],
+            "replica_groups": [[64, 0, 32, 65, 1, 33]],
+            "engines": {"sp": [
+                {"all_reduce": {**body, "op": "add", "bytes": "48KiB"}},
+                {"all_gather": {**body, "bytes": "8KiB"}},
+                {"reduce_scatter": {**body, "op": "add", "bytes": "48KiB"}}]},
+        }],
+    }
+    out = lower_spec(spec, tmp_path / "o", topology="trn1:nodes=3",
+                     algo="hier;inter_allr:ring")
+    assert _flip(out, 64, "net_ops.bin", 80) == 1
+    tx = np.fromfile(out / "rank-0064" / "net_src.bin", F.NET_SRC_ADDR_DTYPE)
+    n = int(np.flatnonzero(tx["mark"] == 1)[0])  # op 0's entries, before its terminator
+    assert set(tx["dst_rank"][:n].tolist()) == {0}
+    assert _error(out) == (
+        f"{out / 'rank-0064'}: field func_rel_op_idx, rank 64, channel 0, artifact "
+        "net_ops.bin, record 0: func_rel_op_idx 0 puts op 0 in entry 0 (trigger 0, leg "
+        f"intra_redsct), which the dst_rank 0 of its net_src.bin records 0-{n - 1} does not "
+        "fit, and entry 3 (trigger 1, leg inter_allg) it fits: func_rel_op_idx or dst_rank is "
+        "wrong, and nothing else read tells which")

@@ -370,6 +370,23 @@ class FifoDecoder:
             # not at the entry it then pairs with
             ent = self.programs[f.rank].entries[f.op_entry[k]]
             t = ent.trigger
+            if not self._peers_fit(ent, f.channel, side, peers):
+                # the op's entry comes from net_ops.bin's func_rel_op_idx: where the peers fit
+                # another entry of the channel, that byte may be the changed one
+                other = next((e for e in self.programs[f.rank].entries
+                              if e is not ent and f.channel in e.channels
+                              and self._peers_fit(e, f.channel, side, peers)), None)
+                if other is not None:
+                    shown = ", ".join(str(int(p)) for p in np.unique(peers))
+                    raise SimulationError(
+                        f"func_rel_op_idx {t.ordinal} puts op {k} in entry {ent.index} (trigger "
+                        f"{t.ordinal}, leg {ent.leg}), which the {rank_field} {shown} of its "
+                        f"{name} records {first0 + start}-{first0 + i - 1} does not fit, "
+                        f"and entry {other.index} (trigger {other.trigger.ordinal}, leg "
+                        f"{other.leg}) it fits: "
+                        f"func_rel_op_idx or {rank_field} is wrong, and nothing else read "
+                        "tells which", rank=f.rank, channel=f.channel, artifact="net_ops.bin",
+                        record=f.ops_first + k, field="func_rel_op_idx")
             bad = np.flatnonzero(~np.isin(peers, list(t.group)))
             if bad.size:
                 raise fail(start + int(bad[0]), f"{rank_field} {int(peers[bad[0]])} should be a "
@@ -423,6 +440,15 @@ class FifoDecoder:
                        "no entry there on this channel, so the FIFO does not exist for it and "
                        "holds no terminator of its ops", "terminator")
         return groups
+
+    def _peers_fit(self, ent: Entry, ch: int, side: str, peers: np.ndarray) -> bool:
+        """Whether an op of ``ent`` may have these peers on ``ch``: ranks of its trigger's
+        replica_group, and on a RING or SINGLE_CYCLE_RING entry its ring successor (``tx``)
+        or predecessor (``rx``)."""
+        if not np.isin(peers, list(ent.trigger.group)).all():
+            return False
+        peer = self._ring_peer(ent, ch, side)
+        return peer is None or bool((peers == peer).all())
 
     def _ring_peer(self, ent: Entry, ch: int, side: str) -> int | None:
         """The one rank a RING or SINGLE_CYCLE_RING entry's transmit (``tx``) or receive
