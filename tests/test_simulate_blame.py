@@ -213,6 +213,45 @@ def test_a_legs_elem_start_is_named_in_legs_bin_when_its_word_and_bd_agree(tmp_p
         "first element at 500, not 501")
 
 
+def test_a_bd_moved_out_of_its_scratch_view_is_named_in_dma_bin_not_at_the_legs_elem_start(
+        tmp_path):
+    """A bf16 all-reduce of 8 KiB (4096 elements) over 4 ranks, --algo mesh, input i 8 KiB
+    and output o 32 KiB (o at 0x2000 past i, scratch at 0xa000): rank 0's legs.bin record 4
+    is the mesh_send of elements [1024, 2048), its first piece sb2sb.bin record 0; its
+    source word measures from element 0 of i (src.start_addr 1024 x 2), its destination is
+    a scratch view (dst.start_addr 0). FORMATS §5: a BD is 16 bytes, buf_ptr the u64 at 8;
+    BD 1 is the piece's S2M. Bit 15 of its buf_ptr (byte 16 + 8 + 1, mask 0x80) moves it
+    from scratch + 0 (0xa000) onto element 0 of o (0x2000), where the word's 0 then reads
+    as element 0. The source word still bears out elem_start 1024, so the BD is named
+    (until 2026-12-07: `field elem_start, ..., legs.bin, record 4: elem_start should be 0,
+    not 1024`, a record nobody changed; review 53t)."""
+    spec = {
+        "header": {"pkg_version": 2, "name": "m4", "lnc_size": 1},
+        "subgraphs": [{
+            "name": "sg00",
+            "vars": [{"name": "i", "type": "input", "size": "8KiB"},
+                     {"name": "o", "type": "output", "size": "32KiB"}],
+            "replica_groups": [[0, 1, 2, 3]],
+            "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "group": 0,
+                                               "src": "i", "dst": "o", "bytes": "8KiB"}}]},
+        }],
+    }
+    out = lower_spec(spec, tmp_path / "o", algo="mesh")
+    legs = np.fromfile(out / "rank-0000" / "legs.bin", F.LEG_DTYPE)
+    assert (int(legs["elem_start"][4]), int(legs["num_elements"][4])) == (1024, 1024)
+    assert (int(legs["sb2sb_first"][4]), int(legs["dma_first"][4])) == (0, 0)
+    word = (out / "rank-0000" / "sb2sb.bin").read_bytes()[:64]
+    assert struct.unpack_from("<I", word, 16)[0] == 1024 * 2  # src.start_addr (§4)
+    was = _u64(out, 0, "dma.bin", 16 * 1 + 8)
+    _flip(out, 0, "dma.bin", 16 * 1 + 8 + 1, 0x80)
+    err = _error(out)
+    head = (f"{out / 'rank-0000'}: field buf_ptr, rank 0, channel 0, artifact dma.bin, record "
+            f"1: buf_ptr {was ^ 0x8000:#x}: this BD of the mesh_send leg (legs.bin record 4) "
+            "puts element 1024, the first of sb2sb.bin record 0's piece (dst), at "
+            "0x100002000 in \"o\", not where that element of the op's buffers lives")
+    assert err == head
+
+
 def test_a_func_rel_op_idx_moving_an_op_to_another_entry_is_named_in_net_ops_bin(tmp_path):
     """Group [64, 0, 32, 65, 1, 33] on trn1:nodes=3 (32 ranks a node: 64 and 65 share a
     node), all-reduce, all-gather, reduce-scatter, --algo 'hier;inter_allr:ring'. Rank 64's

@@ -1291,6 +1291,7 @@ class RankDecoder:
         dsize = self.leg_dsize[leg]
         R = self.runs
         groups = self._entry_groups(self.spi[leg])
+        parts = []
         for d, part in ((0, "src"), (1, "dst")):
             start = np.searchsorted(R["gkey"], leg * 64 + d * 32, side="left")
             gid = R["gid"][start]
@@ -1313,13 +1314,25 @@ class RankDecoder:
             # (operands, SBUF, the ring family's buffers) is measured from element 0
             view = ~ring & ~sb & np.isin(reg, self._view_regions())
             addr = DRAM_BASE + roff[reg] + soff
+            parts.append((d, part, reg, trank, sb, want, got, view, addr))
+        # a leg's elem_start is borne out by any word of its pieces (either stream) measured
+        # from element 0 that agrees with it
+        held = np.zeros(L.size, bool)
+        for d, part, reg, trank, sb, want, got, view, addr in parts:
+            held[leg[~view & ~sb & (got == want)]] = True
+        for d, part, reg, trank, sb, want, got, view, addr in parts:
             i = _first(~view & ~sb & (got != want))
-            if i is not None and got[i] % dsize[i] == 0:
+            word_elem = got // dsize
+            if i is not None and got[i] % dsize[i] == 0 and self._anchored(
+                    groups, sb, reg, addr, trank, word_elem, dsize)[i] and not self._anchored(
+                    groups, sb, reg, addr, trank, elem, dsize)[i]:
                 # a DRAM piece: its BD is a third witness. Where the BD puts the element the
-                # word names, and not the leg's, the leg's elem_start is what changed
-                word_elem = got // dsize
-                if (self._anchored(groups, sb, reg, addr, trank, word_elem, dsize)[i]
-                        and not self._anchored(groups, sb, reg, addr, trank, elem, dsize)[i]):
+                # word names, and not the leg's, the leg's elem_start is what changed, unless
+                # another word of the leg bears it out: then the BD is (its address decided
+                # the region the word was measured in), named below
+                if held[leg[i]]:
+                    got = np.where(np.arange(got.size) == i, want, got)
+                else:
                     g = int(leg[i])
                     es = int(L["elem_start"][g])
                     raise self.fail(
