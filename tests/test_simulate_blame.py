@@ -213,8 +213,9 @@ def test_a_legs_elem_start_is_named_in_legs_bin_when_its_word_and_bd_agree(tmp_p
         "first element at 500, not 501")
 
 
+@pytest.mark.parametrize("mask,addr", [(0x80, 0x100002000), (0x20, 0x100008000)])
 def test_a_bd_moved_out_of_its_scratch_view_is_named_in_dma_bin_not_at_the_legs_elem_start(
-        tmp_path):
+        tmp_path, mask, addr):
     """A bf16 all-reduce of 8 KiB (4096 elements) over 4 ranks, --algo mesh, input i 8 KiB
     and output o 32 KiB (o at 0x2000 past i, scratch at 0xa000): rank 0's legs.bin record 4
     is the mesh_send of elements [1024, 2048), its first piece sb2sb.bin record 0; its
@@ -224,7 +225,10 @@ def test_a_bd_moved_out_of_its_scratch_view_is_named_in_dma_bin_not_at_the_legs_
     from scratch + 0 (0xa000) onto element 0 of o (0x2000), where the word's 0 then reads
     as element 0. The source word still bears out elem_start 1024, so the BD is named
     (until 2026-12-07: `field elem_start, ..., legs.bin, record 4: elem_start should be 0,
-    not 1024`, a record nobody changed; review 53t)."""
+    not 1024`, a record nobody changed; review 53t). Bit 13 (mask 0x20) moves it to 0x8000,
+    element 0x6000 / 2 of o, which no word names: the BD too (until 2026-12-07 `field
+    dst.start_addr, ..., sb2sb.bin, record 0: dst.start_addr 0x0, the piece's first element
+    1024 is at 0x800 of its buffer`, a word nobody changed)."""
     spec = {
         "header": {"pkg_version": 2, "name": "m4", "lnc_size": 1},
         "subgraphs": [{
@@ -243,12 +247,12 @@ def test_a_bd_moved_out_of_its_scratch_view_is_named_in_dma_bin_not_at_the_legs_
     word = (out / "rank-0000" / "sb2sb.bin").read_bytes()[:64]
     assert struct.unpack_from("<I", word, 16)[0] == 1024 * 2  # src.start_addr (§4)
     was = _u64(out, 0, "dma.bin", 16 * 1 + 8)
-    _flip(out, 0, "dma.bin", 16 * 1 + 8 + 1, 0x80)
+    _flip(out, 0, "dma.bin", 16 * 1 + 8 + 1, mask)
     err = _error(out)
     head = (f"{out / 'rank-0000'}: field buf_ptr, rank 0, channel 0, artifact dma.bin, record "
-            f"1: buf_ptr {was ^ 0x8000:#x}: this BD of the mesh_send leg (legs.bin record 4) "
-            "puts element 1024, the first of sb2sb.bin record 0's piece (dst), at "
-            "0x100002000 in \"o\", not where that element of the op's buffers lives")
+            f"1: buf_ptr {was ^ (mask << 8):#x}: this BD of the mesh_send leg (legs.bin record "
+            "4) puts element 1024, the first of sb2sb.bin record 0's piece (dst), at "
+            f"{addr:#x} in \"o\", not where that element of the op's buffers lives")
     assert err == head
 
 

@@ -1321,27 +1321,27 @@ class RankDecoder:
         for d, part, reg, trank, sb, want, got, view, addr in parts:
             held[leg[~view & ~sb & (got == want)]] = True
         for d, part, reg, trank, sb, want, got, view, addr in parts:
+            at_elem = self._anchored(groups, sb, reg, addr, trank, elem, dsize)
+            # a DRAM piece: its BD is a third witness. A BD that does not put the leg's
+            # element where its buffer holds it, on a leg another word bears out, is what
+            # changed (its address decided the region the word is measured in: a scratch
+            # view, or element 0 of a buffer): left to the BD check below, which names it
+            got = np.where(~view & ~sb & (got != want) & held[leg] & ~at_elem, want, got)
             i = _first(~view & ~sb & (got != want))
             word_elem = got // dsize
             if i is not None and got[i] % dsize[i] == 0 and self._anchored(
-                    groups, sb, reg, addr, trank, word_elem, dsize)[i] and not self._anchored(
-                    groups, sb, reg, addr, trank, elem, dsize)[i]:
-                # a DRAM piece: its BD is a third witness. Where the BD puts the element the
-                # word names, and not the leg's, the leg's elem_start is what changed, unless
-                # another word of the leg bears it out: then the BD is (its address decided
-                # the region the word was measured in), named below
-                if held[leg[i]]:
-                    got = np.where(np.arange(got.size) == i, want, got)
-                else:
-                    g = int(leg[i])
-                    es = int(L["elem_start"][g])
-                    raise self.fail(
-                        f"elem_start should be {es + int(word_elem[i] - elem[i])}, not {es}: "
-                        f"the leg's piece at sb2sb.bin record {i} ({part}.start_addr "
-                        f"{got[i]:#x}) and the BD that moves it (dma.bin record "
-                        f"{self._bd_at(g, d, int(p_off[i] * dsize[i]))}) both put its first "
-                        f"element at {int(word_elem[i])}, not {int(elem[i])}", "legs.bin", g,
-                        "elem_start", channel=int(self.ch[g]))
+                    groups, sb, reg, addr, trank, word_elem, dsize)[i] and not at_elem[i]:
+                # where the BD puts the element the word names, and not the leg's, the leg's
+                # elem_start is what changed
+                g = int(leg[i])
+                es = int(L["elem_start"][g])
+                raise self.fail(
+                    f"elem_start should be {es + int(word_elem[i] - elem[i])}, not {es}: "
+                    f"the leg's piece at sb2sb.bin record {i} ({part}.start_addr "
+                    f"{got[i]:#x}) and the BD that moves it (dma.bin record "
+                    f"{self._bd_at(g, d, int(p_off[i] * dsize[i]))}) both put its first "
+                    f"element at {int(word_elem[i])}, not {int(elem[i])}", "legs.bin", g,
+                    "elem_start", channel=int(self.ch[g]))
             self.check(~view & (got != want), lambda i, got=got, want=want, part=part:
                        f"{part}.start_addr {got[i]:#x}, the piece's first element "
                        f"{elem[i]} is at {want[i]:#x} of its buffer", "sb2sb.bin",
@@ -1349,7 +1349,7 @@ class RankDecoder:
             # a DRAM stream: the BD address of that element is where the op's buffer holds it
             if view.any():
                 self._check_view_pieces(part, view, leg, elem, dsize, got, addr, reg, groups)
-            ok = view | self._anchored(groups, sb, reg, addr, trank, elem, dsize)
+            ok = view | at_elem
             # the word's start_addr was held to the leg's elem_start above; the address is
             # the BD's: name the dma.bin BD that holds the piece's first element
             i = _first(~ok)
