@@ -576,25 +576,33 @@ def _lower_refuses(trigger: Trigger) -> bool:
     return False
 
 
-#: The engines whose legs of DRAM operands are not cut into chunks: a leg of any other moves
-#: at most a chunk half (RING, KANGARING, SINGLE_CYCLE_RING and HIER's legs: the chunk is
-#: at most DEFAULT_CHUNK_BYTES, so a leg is a few hundred tiles whatever the message) or a
-#: channel buffer (MESH), far under TPINC_MAX_BDS (docs/SELECTION.md "The BD gate").
-_DRAM_UNCHUNKED = frozenset({EncAlgType.INTRA_RDH, EncAlgType.INTER_RDH})
+#: The engines whose legs of DRAM operands stay under TPINC_MAX_BDS whatever the message:
+#: RING, KANGARING, SINGLE_CYCLE_RING and HIER's legs move at most a chunk half (at most
+#: DEFAULT_CHUNK_BYTES: a few hundred tiles), MESH and SINGLE_STEP_MESH a channel buffer, and a
+#: MESH all-gather's mesh_send, which writes the rank's input to up to 8 destinations, at most
+#: about 51 Ki BDs within the 4 GiB every operand must fit (T3D_START_ADDR_LIMIT; review 53w
+#: measured 57,288 at a 4 GiB output, which lower refuses for that span) (docs/SELECTION.md
+#: "The BD gate"). Any other engine, an RDH one or one added later, is counted.
+_DRAM_BOUNDED = frozenset({EncAlgType.RING, EncAlgType.KANGARING, EncAlgType.SINGLE_CYCLE_RING,
+                           EncAlgType.HIER, EncAlgType.MESH, EncAlgType.SINGLE_STEP_MESH})
+#: The RDH engines, whose DRAM legs are bounded by the message's tiles (_dram_under_limit).
+_DRAM_RDH = frozenset({EncAlgType.INTRA_RDH, EncAlgType.INTER_RDH})
 
 
 def _dram_under_limit(req: Request, alg: EncAlgType, hw: int) -> bool:
     """Whether ``alg``'s legs of ``req``, with DRAM operands only, stay under
     ``TPINC_MAX_BDS`` without being composed: an engine that cuts them into chunks
-    (:data:`_DRAM_UNCHUNKED`), or an RDH one for a message of at most about 32 Ki tiles (an
+    (:data:`_DRAM_BOUNDED`), or an RDH one for a message of at most about 32 Ki tiles (an
     RDH leg reads ranges of the message that add up to at most all of it, each from at most
     two sources, one BD a tile: at most ``2 * (tiles + 8)`` BDs a stream; about 64 Mi
     elements on v3, every message the default policy's RDH windows take). Not counted, so a
     large DRAM trigger costs no composition of every rank of every engine."""
     if req.src_run is not None or req.dst_run is not None:
         return False
-    if alg not in _DRAM_UNCHUNKED:
+    if alg in _DRAM_BOUNDED:
         return True
+    if alg not in _DRAM_RDH:
+        return False
     tile = min(cce_max_elements(hw), BD_MAX_BYTES // 8)
     return 2 * (-(-req.op_elements // tile) + 8) <= TPINC_MAX_BDS
 

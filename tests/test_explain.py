@@ -2307,7 +2307,9 @@ def test_an_rdh_leg_of_dram_operands_within_the_gates_bound_is_lowered_forced(
     from nrtrewrite.neff.assembler import assemble_spec
     path = tmp_path / "edge.neff"
     tiles = 32757 if op == "reduce_scatter" else 32759  # (a multiple of the group's 3)
-    path.write_bytes(assemble_spec(_dram_fp8(op, group, tiles * tile)))
+    # (an all-gather's message is its gathered output: a third of it a rank)
+    each = tiles * tile // len(group) if op == "all_gather" else tiles * tile
+    path.write_bytes(assemble_spec(_dram_fp8(op, group, each)))
     extra = ("--topology", topology) if topology else ()
     status, line, algos = _lowered_or_refused(path, tmp_path / "o", "--algo", algo, *extra)
     assert (status, line) == (0, None) and algos == [algo.upper()]
