@@ -699,6 +699,22 @@ def _python_encoder_writes_at_most(monkeypatch, limit: int) -> None:
     monkeypatch.setattr(json.encoder, "_make_iterencode", bounded)
 
 
+def _refused_cheaply(monkeypatch, spec: dict) -> ValidationError:
+    """``assemble_spec(spec)``'s refusal, met with json's pure-Python encoder writing at most
+    1 MiB and a traced peak under 16 MiB (a member too large refused before it is built)."""
+    import tracemalloc
+    _python_encoder_writes_at_most(monkeypatch, 1 << 20)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValidationError) as exc:
+            assemble_spec(spec)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20
+    return exc.value
+
+
 def _four_gib_of_aliases(tail: str = "") -> str:
     """A spec whose ``extra_members[0].json`` is a list of 16 lists of 16 lists of 16 lists
     of 16 times one string of 65,536 x's (``tail``: an item after them), from 64 KiB of YAML
@@ -728,24 +744,14 @@ def test_a_json_member_past_max_member_bytes_is_refused_before_it_is_written(
     its newline (16^d lists at level d); each string's line is 8 spaces, its 65,538 bytes
     and a newline; and a comma after each item but its list's last.  A date or a lone
     surrogate after it all is named instead: a fault in the spec, met before the size."""
-    import tracemalloc
-
     base_spec["extra_members"] = parse_spec_text(_four_gib_of_aliases(tail))["extra_members"]
     lines = sum(16 ** d * 2 * (2 * d + 2) for d in range(4)) + 16 ** 4 * (8 + 65538 + 1)
     commas = 15 * sum(16 ** d for d in range(4))
     size = lines + commas
     assert size > 2 << 30
-    _python_encoder_writes_at_most(monkeypatch, 1 << 20)
-    tracemalloc.start()
-    try:
-        with pytest.raises(ValidationError) as exc:
-            assemble_spec(base_spec)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < 16 << 20
-    assert str(exc.value) == (f"<spec>: {why}" if why else
-                              _too_large("extra_members[0].json", "big.json", size, 2 << 30))
+    err = _refused_cheaply(monkeypatch, base_spec)
+    assert str(err) == (f"<spec>: {why}" if why else
+                        _too_large("extra_members[0].json", "big.json", size, 2 << 30))
 
 
 def test_the_depth_check_walks_each_distinct_mapping_a_bounded_number_of_times(base_spec):
