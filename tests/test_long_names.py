@@ -138,3 +138,32 @@ def test_lower_a_model_whose_default_output_name_passes_255_bytes_says_give_o(tm
     res = CliRunner().invoke(main, ["lower", "-q", str(model), "-o", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "o" / "manifest.json").is_file()
+
+
+@pytest.mark.parametrize("name", ["d" * 256, "é" * 128, "d" * 255])
+def test_lower_an_output_name_past_255_bytes_is_refused_before_the_model_is_read(
+        tmp_path, name):
+    """`lower -o OUT` where OUT's last name passes the 255 bytes a file name may have
+    (counted as bytes: `é` is two): a usage error naming `-o`, the name's bytes and NAME_MAX,
+    the name shown by its first 40 and last 20 characters, before the model is read (an
+    empty file as the model: read, it would be refused for its size); until 2026-12-07 the
+    model was planned whole, then the OS's `File name too long` named the path twice.  A
+    name of 255 bytes is written."""
+    model = tmp_path / "m.neff"
+    size = len(name.encode())
+    if size <= 255:
+        model.write_bytes((FIX / "ar2.neff").read_bytes())
+        res = CliRunner().invoke(main, ["lower", "-q", str(model), "-o", str(tmp_path / name)])
+        assert res.exit_code == 0, res.output
+        assert (tmp_path / name / "manifest.json").is_file()
+        return
+    model.write_bytes(b"")
+    res = CliRunner().invoke(main, ["lower", "-q", str(model), "-o", str(tmp_path / name)],
+                             prog_name="nrtrewrite")
+    assert res.exit_code == 2
+    shown = name[:40] + "..." + name[-20:]
+    (line,) = res.stderr.splitlines()
+    assert line == (f"nrtrewrite lower: error: Invalid value for '-o' / '--output': its last "
+                    f"name {shown} is {size} bytes, more than the 255 bytes a file name may "
+                    "have (NAME_MAX) (see 'nrtrewrite lower --help')")
+    assert list(tmp_path.iterdir()) == [model]

@@ -109,6 +109,13 @@ def lower_cmd(model, out, ranks, topology, algo, host_cc, no_verify_hash, force,
         raise click.BadParameter("an empty path; leave -o out for the default "
                                  "(<model>.lowered)", param_hint="'-o' / '--output'")
     out_path = Path(out) if out is not None else default_output(model)
+    if out is not None and len(os.fsencode(out_path.name)) > NAME_MAX:
+        # (before the model is read: until 2026-12-07 the whole model was planned, then the
+        # OS's `File name too long` named the long path twice)
+        shown = cut_middle(escape_path(out_path.name), 80, 40, 20, "{head}...{tail}")
+        raise click.BadParameter(f"its last name {shown} is {len(os.fsencode(out_path.name))} "
+                                 f"bytes, more than the {NAME_MAX} bytes a file name may have "
+                                 "(NAME_MAX)", param_hint="'-o' / '--output'")
     if out is None and len(os.fsencode(out_path.name)) > NAME_MAX:
         # (as simulate's temporary output, which is then model.lowered: here a name beside
         # the model that another model's default may be; the OS's line named the long path
