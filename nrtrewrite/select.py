@@ -460,9 +460,7 @@ def engine_bd_refusal(trigger: Union[Trigger, Request], req: Request, alg: EncAl
     ``lower``'s ``--host-cc``, which composes the all-reduce's last reduce step as one
     ``recv_reduce_copy_send`` leg writing two outputs (RING, KANGARING, HIER's legs)."""
     if (not isinstance(trigger, Trigger) or not policy.is_lowerable(alg, req.op)
-            or _dram_under_limit(req, alg, topo.platform.hw_generation)
-            or _bd_bound(req, topo.platform.hw_generation) <= TPINC_MAX_BDS
-            or _lower_refuses(trigger)):
+            or _not_counted(trigger, req, alg, topo)):
         return None
     if alg == EncAlgType.MESH:  # (counted from the access pattern, equal to the composed)
         return mesh_bd_refusal(req, topo)
@@ -534,10 +532,7 @@ def lowered_bd_refusal(trigger: Trigger, sel: "Selection", topo: Topology,
     limit, a trigger ``lower``'s own checks refuse.  Cached by the trigger's shape, the
     engine and its legs, the policy and ``host_cc``."""
     req = as_request(trigger)
-    if (sel.alg == EncAlgType.INVALID
-            or _dram_under_limit(req, sel.alg, topo.platform.hw_generation)
-            or _bd_bound(req, topo.platform.hw_generation) <= TPINC_MAX_BDS
-            or _lower_refuses(trigger)):
+    if sel.alg == EncAlgType.INVALID or _not_counted(trigger, req, sel.alg, topo):
         return None
     parsed = parse_algo_override(sel.override) if sel.override is not None else None
     clause = parsed.for_op(trigger.op) if parsed is not None else None
@@ -554,6 +549,16 @@ def lowered_bd_refusal(trigger: Trigger, sel: "Selection", topo: Topology,
         except NrtRewriteError:  # (its composer's refusal: not a count)
             return None
     return topo.cached(key, make)
+
+
+def _not_counted(trigger: Trigger, req: Request, alg: EncAlgType, topo: Topology) -> bool:
+    """Whether the BD gate leaves ``alg``'s legs of ``trigger`` uncounted: with DRAM
+    operands only, legs that stay under the limit (:func:`_dram_under_limit`); any legs
+    within the trigger's bound (:func:`_bd_bound`); a trigger ``lower``'s own checks refuse
+    (:func:`_lower_refuses`)."""
+    hw = topo.platform.hw_generation
+    return (_dram_under_limit(req, alg, hw) or _bd_bound(req, hw) <= TPINC_MAX_BDS
+            or _lower_refuses(trigger))
 
 
 def _shape_key(trigger: Trigger, req: Request) -> tuple:
