@@ -182,14 +182,30 @@ def first_over(trig, sel, topo, limit: int, *, host_cc: bool = False) -> OverLeg
     channel: the emitter's), one needing more than ``limit`` M2S or S2M BDs, or None when
     every leg fits: what ``explain`` says ``lower`` refuses a selection the BD gate did not
     count (a forced engine, docs/SELECTION.md "The BD gate")."""
-    for rank, (leaf, m2s, s2m, ch, length, tiles, s_n, d_n) in _ranked_legs(
-            trig, sel, topo, host_cc, limit):
-        over = np.flatnonzero((m2s > limit) | (s2m > limit))
-        if over.size:
-            k = int(over[0])
-            return OverLeg(rank, int(leaf[k]), int(ch[k]), int(m2s[k]), int(s2m[k]),
-                           int(length[k]), int(tiles[k]), int(s_n[k]), int(d_n[k]))
+    for rank, legs in _ranked_legs(trig, sel, topo, host_cc, limit):
+        if (over := _over(rank, legs, limit)) is not None:
+            return over
     return None
+
+
+def entry_over(spec, rank: int, topo, limit: int) -> OverLeg | None:
+    """The leg of one composed entry (``EntrySpec``) of ``rank`` that ``lower`` refuses
+    first for more than ``limit`` M2S or S2M BDs (the emitter's order), or None: what
+    ``schedule`` says ``lower --rank`` refuses of the entries it shows (a selection the BD
+    gate did not count, ``select.bd_uncounted``)."""
+    return _over(rank, _entry_legs(spec, rank, topo, topo.platform.hw_generation, limit),
+                 limit)
+
+
+def _over(rank: int, legs: tuple[np.ndarray, ...], limit: int) -> OverLeg | None:
+    """The first leg of :func:`_entry_legs`'s ``legs`` of ``rank`` over ``limit``, or None."""
+    leaf, m2s, s2m, ch, length, tiles, s_n, d_n = legs
+    over = np.flatnonzero((m2s > limit) | (s2m > limit))
+    if not over.size:
+        return None
+    k = int(over[0])
+    return OverLeg(rank, int(leaf[k]), int(ch[k]), int(m2s[k]), int(s2m[k]), int(length[k]),
+                   int(tiles[k]), int(s_n[k]), int(d_n[k]))
 
 
 def _legs(trig, sel, topo, host_cc: bool = False, limit: int | None = None):

@@ -44,8 +44,8 @@ from nrtrewrite.memtune import collect_when_planning, frozen_gc, keep_freed_memo
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Model, Trigger
 from nrtrewrite.select import (
-    Request, Selection, sbuf_runs_text, idle_clauses, parse_algo_override, ranks_text,
-    select_all,
+    Request, Selection, bd_uncounted, sbuf_runs_text, idle_clauses,
+    parse_algo_override, ranks_text, select_all,
 )
 from nrtrewrite.serialize import serialize_spad, serialize_tpinc
 from nrtrewrite.topology.model import Topology, load_topology
@@ -537,6 +537,32 @@ def tpinc_refusal(why: str, trigger: Trigger, selection: Selection,
     else:
         how = f"the default selection took {alg}"
     return f"{why}; {how} ({sbuf_runs_text(req)})"
+
+
+def rank_bd_refusal(plan: LoweringPlan, entries: list[tuple[TriggerPlan, EntrySpec]],
+                    rank: int) -> LimitError | None:
+    """The refusal ``lower --rank R`` meets first for a leg over ``TPINC_MAX_BDS`` among
+    ``rank``'s composed ``entries`` (:func:`rank_entries`, in order), or None: a selection
+    the BD gate did not count (``select.bd_uncounted``: an engine the override forces, a
+    flat fallback), its legs counted as the emitter counts them
+    (``bdgate.entry_over``), the line the emitter's with :func:`tpinc_refusal`'s suffix at
+    the trigger and the rank (:func:`_with_runs`).  What ``schedule`` refuses of the legs it
+    would show (docs/CLI.md "schedule"; until 2026-12-07 it showed them, exit 0)."""
+    from nrtrewrite.bdgate import entry_over  # (loaded only where a selection is uncounted)
+    topo = plan.topology
+    uncounted: dict[int, bool] = {}
+    for tp, spec in entries:
+        ordinal = tp.trigger.ordinal
+        if ordinal not in uncounted:
+            uncounted[ordinal] = bd_uncounted(tp.trigger, tp.selection, topo)
+        if not uncounted[ordinal]:
+            continue
+        over = entry_over(spec, rank, topo, F.TPINC_MAX_BDS)
+        if over is not None:
+            why = over.text()
+            why = tpinc_refusal(why, tp.trigger, tp.selection, plan.algo_source) or why
+            return LimitError(why, **_trigger_where(plan, tp, rank))
+    return None
 
 
 def _emit_batch(builder: RankBuilder, plan: LoweringPlan,

@@ -531,14 +531,9 @@ def lowered_bd_refusal(trigger: Trigger, sel: "Selection", topo: Topology,
     None as for :func:`engine_bd_refusal`: no SBUF operand, legs that cannot reach the
     limit, a trigger ``lower``'s own checks refuse.  Cached by the trigger's shape, the
     engine and its legs, the policy and ``host_cc``."""
-    req = as_request(trigger)
-    if sel.alg == EncAlgType.INVALID or _not_counted(trigger, req, sel.alg, topo):
+    if not bd_uncounted(trigger, sel, topo):
         return None
-    parsed = parse_algo_override(sel.override) if sel.override is not None else None
-    clause = parsed.for_op(trigger.op) if parsed is not None else None
-    forced = clause is not None and clause.forced == sel.policy_alg
-    if not forced and sel.alg == sel.policy_alg:
-        return None  # (the gate counted it: the default selection took it, it fits)
+    req = as_request(trigger)
     key = ("bd_lowered", sel.alg, tuple((leg.name, leg.alg) for leg in sel.legs),
            sel.n_channels, policy, host_cc) + _shape_key(trigger, req)
 
@@ -549,6 +544,24 @@ def lowered_bd_refusal(trigger: Trigger, sel: "Selection", topo: Topology,
         except NrtRewriteError:  # (its composer's refusal: not a count)
             return None
     return topo.cached(key, make)
+
+
+def bd_uncounted(trigger: Trigger, sel: "Selection", topo: Topology) -> bool:
+    """Whether ``lower``'s legs of ``trigger`` lowered as ``sel`` may pass ``TPINC_MAX_BDS``
+    though the BD gate did not count them: an engine the override forces (``lower``
+    composes it whatever its legs need) or a flat fallback the policy's choice was lowered
+    as, not the default selection's own engine (the gate counted it: it fits), and legs
+    the gate would count (:func:`_not_counted`).  :func:`lowered_bd_refusal` counts such a
+    selection for every rank (``explain``), ``lower.rank_bd_refusal`` for one rank's
+    composed entries (``schedule``)."""
+    if sel.alg == EncAlgType.INVALID:
+        return False
+    parsed = parse_algo_override(sel.override) if sel.override is not None else None
+    clause = parsed.for_op(trigger.op) if parsed is not None else None
+    forced = clause is not None and clause.forced == sel.policy_alg
+    if not forced and sel.alg == sel.policy_alg:
+        return False  # (the gate counted it: the default selection took it, it fits)
+    return not _not_counted(trigger, as_request(trigger), sel.alg, topo)
 
 
 def _not_counted(trigger: Trigger, req: Request, alg: EncAlgType, topo: Topology) -> bool:

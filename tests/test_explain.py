@@ -2365,3 +2365,64 @@ def test_the_bd_gate_passes_over_a_default_engine_whose_dram_leg_is_over_tpinc_m
                           "TPINC_MAX_BDS 65534 a leg (DRAM operands: a BD a tile per source "
                           "and destination; lower refuses it, forced too)")
     assert select(trig, topo).alg == EncAlgType.RING
+
+
+def _scheduled_or_refused(path, *extra) -> tuple[int, str | None]:
+    """(exit status, the error line without its `nrtrewrite: error: MODEL: ` head) of
+    `schedule MODEL *extra`, the rich view's and --json's alike (the document's `error`,
+    no op shown)."""
+    plain = CliRunner().invoke(main, ["schedule", str(path), *extra], env={})
+    res = CliRunner().invoke(main, ["schedule", str(path), "--json", *extra], env={})
+    assert plain.exit_code == res.exit_code, (plain.output, res.output)
+    if res.exit_code == 0:
+        assert json.loads(res.stdout)["ops"]
+        return 0, None
+    (line,) = [x for x in res.stderr.splitlines() if x.startswith("nrtrewrite: error: ")]
+    doc = json.loads(res.stdout)
+    assert doc["ops"] == [] and doc["error"] == line.removeprefix("nrtrewrite: error: ")
+    assert plain.stderr.splitlines()[-1] == line and plain.stdout == ""
+    return res.exit_code, line.removeprefix(f"nrtrewrite: error: {path}: ")
+
+
+@pytest.mark.parametrize("algo, host_cc, refused", [
+    # RING's recv_reduce_copy_send under --host-cc (96000 S2M BDs), MESH's mesh_send and
+    # INTRA_RDH's rdh_reduce forced; RING without --host-cc and the default fit
+    ("ring", True, True), ("allreduce:ring", True, True), ("mesh", False, True),
+    ("intra_rdh", True, True), ("ring", False, False), (None, True, False),
+])
+@pytest.mark.parametrize("rank", [0, 1])
+def test_schedule_refuses_a_forced_engines_legs_over_tpinc_max_bds_as_lower_rank_does(
+        hostcc_ar2, tmp_path, algo, host_cc, refused, rank):
+    """docs/CLI.md "schedule": the legs of a forced engine that `lower --rank R` refuses for
+    TPINC_MAX_BDS (which only the emitter counts) are refused by `schedule --rank R` with
+    lower's line, exit 2, --json's document holding it and no op; legs that fit are shown.
+    The expected answer is lower's own run.  (Until 2026-12-07 schedule showed the legs,
+    exit 0, where lower refused them; the fifty-third session's Left.)"""
+    extra = ["--rank", str(rank)] + (["--algo", algo] if algo else []) + (
+        ["--host-cc"] if host_cc else [])
+    status, line, _ = _lowered_or_refused(hostcc_ar2, tmp_path / "o", *extra)
+    assert status == (2 if refused else 0)
+    if refused:
+        assert f", trigger 0, rank {rank}: " in line and "(TPINC_MAX_BDS)" in line
+    assert _scheduled_or_refused(hostcc_ar2, *extra) == (status, line)
+
+
+@pytest.mark.parametrize("rank, refused", [(0, True), (1, False), (2, True)])
+def test_schedule_refuses_a_forced_rdh_dram_leg_on_the_ranks_lower_refuses(
+        tmp_path, monkeypatch, rank, refused):
+    """A DRAM fp8 all-reduce of 70000 x 2048 elements over ranks 0, 1, 2 forced to
+    INTRA_RDH: the core ranks 0 and 2 reduce half the message each, 35000 CCE tiles of 2048
+    elements from two sources, 70000 M2S BDs, over TPINC_MAX_BDS; rank 1, the extra rank
+    (docs/CLI.md "explain" rdh), only copies its input in and the result out, in copy
+    tiles of 64 KiB, so `lower --rank 1` lowers it.  `schedule --rank R` refuses exactly
+    where `lower --rank R` does, with its line."""
+    from nrtrewrite.neff.assembler import assemble_spec
+    monkeypatch.delenv("NRTREWRITE_ALGO", raising=False)
+    path = tmp_path / "rdh.neff"
+    path.write_bytes(assemble_spec(_dram_fp8("all_reduce", [0, 1, 2], 70000 * 2048)))
+    extra = ["--rank", str(rank), "--algo", "intra_rdh"]
+    status, line, _ = _lowered_or_refused(path, tmp_path / "o", *extra)
+    assert status == (2 if refused else 0)
+    if refused:
+        assert f"rank {rank}: a rdh_reduce leg on channel 0 needs 70000 M2S" in line
+    assert _scheduled_or_refused(path, *extra) == (status, line)

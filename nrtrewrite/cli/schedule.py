@@ -22,7 +22,7 @@ from nrtrewrite.compose.ring import PHASE_NAMES
 from nrtrewrite.emit.address import SEM_ENTRY_POST
 from nrtrewrite.errors import (OutputError, counted,
                                escape_path)
-from nrtrewrite.lower import LoweringPlan, rank_entries, world_refusal
+from nrtrewrite.lower import LoweringPlan, rank_bd_refusal, rank_entries, world_refusal
 
 
 def _steps(spec, rank: int, rows: np.ndarray) -> list[dict]:
@@ -72,10 +72,14 @@ def _entries(plan: LoweringPlan, rank: int, triggers: set[int] | None) -> list:
     """``rank``'s SPAD entries (only the triggers in ``triggers``, if given), composed: only
     those triggers are composed (until 2026-12-06 every trigger of the rank was, then all but
     ``triggers`` dropped: 1.8 GB for one trigger of 16,000; docs/CLI.md "schedule" has
-    today's figures)."""
+    today's figures).  Legs ``lower --rank`` refuses for TPINC_MAX_BDS, which only the
+    emitter counts, are refused here with its line (:func:`rank_bd_refusal`)."""
     if rank not in plan.world:
         raise world_refusal(plan.world, rank, plan.model.path)
-    return rank_entries(plan, rank, triggers)
+    entries = rank_entries(plan, rank, triggers)
+    if (refusal := rank_bd_refusal(plan, entries, rank)) is not None:
+        raise refusal
+    return entries
 
 
 def _op(tp, spec, rank: int) -> dict:
