@@ -44,7 +44,7 @@ from nrtrewrite.memtune import collect_when_planning, frozen_gc, keep_freed_memo
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Model, Trigger
 from nrtrewrite.select import (
-    Request, Selection, bd_uncounted, sbuf_runs_text, idle_clauses,
+    Request, Selection, bd_uncounted, bds_text, sbuf_runs_text, idle_clauses,
     parse_algo_override, ranks_text, select_all,
 )
 from nrtrewrite.serialize import serialize_spad, serialize_tpinc
@@ -519,18 +519,23 @@ def _with_runs(err: NrtRewriteError, plan: LoweringPlan, tp: TriggerPlan) -> Nrt
 def tpinc_refusal(why: str, trigger: Trigger, selection: Selection,
                   algo_source: str = "--algo") -> str | None:
     """``why``, the emitter's refusal of a leg of ``trigger`` (lowered as ``selection``) over
-    ``TPINC_MAX_BDS``, with how its engine was chosen and the rows that make its BDs
+    ``TPINC_MAX_BDS``, with how its engine was chosen and what makes its BDs
     (:func:`_with_runs`; ``algo_source``: where the override came from, ``--algo`` or
-    ``NRTREWRITE_ALGO``), or None for a trigger without an SBUF operand (``why`` alone):
-    the line ``lower`` refuses it with, which ``explain`` shows for it."""
+    ``NRTREWRITE_ALGO``): an SBUF operand's rows; with DRAM operands only, its tiles, and
+    only where the override forced the engine (the default selection's DRAM legs are
+    counted by the BD gate), else None (``why`` alone): the line ``lower`` refuses it with,
+    which ``explain`` and ``schedule`` show for it."""
     req = Request.from_trigger(trigger)
-    if req.src_run is None and req.dst_run is None:
-        return None
     alg = selection.alg.name
     override = selection.override  # its text, parsed when the plan was made
     parsed = parse_algo_override(override) if override is not None else None
     clause = parsed.for_op(trigger.op) if parsed is not None else None
-    if clause is not None and clause.forced == selection.alg:
+    forced = clause is not None and clause.forced == selection.alg
+    if req.src_run is None and req.dst_run is None:
+        # (until 2026-12-07 no suffix: the SBUF refusal named the override, this did not)
+        return f"{why}; {algo_source} {override!r} forced {alg} ({bds_text(req)})" if forced \
+            else None
+    if forced:
         how = f"{algo_source} {override!r} forced {alg}"
     elif override is not None:
         how = f"the default selection took {alg} within {algo_source} {override!r}"

@@ -2426,3 +2426,39 @@ def test_schedule_refuses_a_forced_rdh_dram_leg_on_the_ranks_lower_refuses(
     if refused:
         assert f"rank {rank}: a rdh_reduce leg on channel 0 needs 70000 M2S" in line
     assert _scheduled_or_refused(path, *extra) == (status, line)
+
+
+@pytest.mark.parametrize("algo, env", [("intra_rdh", False), ("allreduce:intra_rdh", False),
+                                       ("intra_rdh", True)])
+def test_a_forced_engines_dram_leg_refusal_says_which_override_forced_it(
+        tmp_path, monkeypatch, algo, env):
+    """docs/SELECTION.md "The BD gate": a forced engine's DRAM leg over TPINC_MAX_BDS is
+    refused with the suffix an SBUF leg's refusal has, `; <source> '<override>' forced
+    <ENGINE> (<what makes the BDs>)`, here `DRAM operands: a BD a tile per source and
+    destination` (review 53i's 272 MiB fp8 all-reduce over ranks 0 and 1: rank 0's
+    rdh_reduce leg, 69632 tiles of 2048 elements, two sources); lower, explain and schedule
+    say the same.  (Until 2026-12-07 the DRAM refusal had no suffix.)"""
+    from nrtrewrite.neff.assembler import assemble_spec
+    monkeypatch.delenv("NRTREWRITE_ALGO", raising=False)
+    path = tmp_path / "rdh.neff"
+    path.write_bytes(assemble_spec(_dram_fp8_ar()))
+    env_ = {"NRTREWRITE_ALGO": algo} if env else {}
+    opt = [] if env else ["--algo", algo]
+    res = CliRunner().invoke(main, ["lower", str(path), "-o", str(tmp_path / "o"), "-q",
+                                    "-j", "1", *opt], env=env_)
+    assert res.exit_code == 2
+    line = res.stderr.strip().removeprefix(f"nrtrewrite: error: {path}: ")
+    source = "NRTREWRITE_ALGO" if env else "--algo"
+    assert line == (
+        "member sg00/sp.bin, subgraph sg00, stream sp, instruction 0, trigger 0, rank 0: a "
+        "rdh_reduce leg on channel 0 needs 139264 M2S and 69632 S2M BDs, at most 65534 of "
+        "each in its tp_inc_steps record (TPINC_MAX_BDS): its 142606336 elements make 69632 "
+        "tiles, one BD each per source and destination (the leg is not split further: a "
+        "smaller message or another engine lowers it); "
+        f"{source} {algo!r} forced INTRA_RDH (DRAM operands: a BD a tile per source and "
+        "destination)")
+    doc = run_json("explain", str(path), *opt, env=env_)
+    why = line.partition(", rank 0: ")[2]
+    assert doc["triggers"][0]["lowered"]["fallback_reason"] == f"rank 0: {why}"
+    res = CliRunner().invoke(main, ["schedule", str(path), "--rank", "0", *opt], env=env_)
+    assert res.exit_code == 2 and res.stderr.strip().endswith(line)
