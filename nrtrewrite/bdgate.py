@@ -24,6 +24,7 @@ from nrtrewrite.compose import ir as IR
 from nrtrewrite.compose.ir import NO_VIEW
 from nrtrewrite.compose.leaves import leaf_name
 from nrtrewrite.emit.tiling import expand, tile_elements
+from nrtrewrite.errors import NrtRewriteError
 
 
 class _Layout:
@@ -229,5 +230,9 @@ def _ranked_legs(trig, sel, topo, host_cc: bool = False, limit: int | None = Non
                      prepared=algorithm.prepare(ctx, trig, sel), group=group, leader=min(group))
     hw = topo.platform.hw_generation
     for rank in sorted(group):  # (lower's order)
-        for spec in algorithm.entries(ctx, tp, rank):
+        try:
+            specs = algorithm.entries(ctx, tp, rank)
+        except NrtRewriteError as err:  # (at the rank, as lower names it)
+            raise err.at(rank=rank)
+        for spec in specs:
             yield rank, _entry_legs(spec, rank, topo, hw, limit)

@@ -481,8 +481,11 @@ def engine_bd_refusal(trigger: Union[Trigger, Request], req: Request, alg: EncAl
         except NrtRewriteError as err:
             # its composer refuses the trigger (its prepare or its entries, as lower's):
             # lower would refuse it so, and the cascade goes on (until 2026-12-07 such an
-            # engine counted as fitting, taken though another fit)
-            return err.why
+            # engine counted as fitting, taken though another fit); its entries' refusal
+            # from the rank on, the first rank lower meets it at, as explain gives lower's
+            # line (until 2026-12-07 without the rank)
+            rank = err.where.rank
+            return err.why if rank is None else f"rank {rank}: {err.why}"
     worst = topo.cached(key, make)
     if isinstance(worst, str):
         return f"{LOWER_REFUSES}{worst}"
@@ -1845,16 +1848,20 @@ def _no_engine_fits(req: Request, cands: dict[EncAlgType, Candidate],
     the BDs, and the limit; then the engines ``--algo`` may force whose legs fit
     (``forcible``), or that none does (until 2026-12-07 "--algo may force an engine" was
     said where every forced engine was refused: rs_short).  With no leg over the limit
-    (every one refused by its composer) it is the first one's reason, as ``lower``'s."""
+    (every one refused by its composer) the same without the rows and the limit: each
+    engine and its composer's reason (from the rank on where ``lower`` names one), then the
+    engines ``--algo`` may force."""
     over = [a for a in gated if LOWER_REFUSES not in cands[a].reason]
-    if not over:  # (every one refused by its composer: the first one's reason, lower's)
-        return cands[gated[0]].reason.rpartition(LOWER_REFUSES)[2]
     way = (f"--algo may force {' or '.join(a.name for a in forcible)}, whose legs fit"
            if forcible else "no engine fits forced either")
     legs = "; ".join(f"{a.name} a " + cands[a].reason.rpartition(POLICY_GATE + "a ")[2]
                      .partition(", more than")[0] if a in over else
                      f"{a.name} {cands[a].reason.rpartition(POLICY_GATE)[2]}" for a in gated)
     under = f" under {override.source} {override.text!r}" if override is not None else ""
+    if not over:
+        # (every one refused by its composer: until 2026-12-07 the first one's reason
+        # alone, without the rank lower names it at nor the engines --algo may force)
+        return f"no engine the default selection may take{under} can be lowered: {legs} ({way})"
     cure = ("a smaller message" if req.src_run is None and req.dst_run is None
             else "longer rows, dim 0 of step 1, or a smaller message")
     return (f"no engine the default selection may take{under} fits TPINC_MAX_BDS "

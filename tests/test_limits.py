@@ -1690,9 +1690,10 @@ def test_the_bd_gate_refusal_names_an_engine_its_composer_refuses_for_that_reaso
     here); SINGLE_CYCLE_RING's ring over the 8 ranks writes a block of 921600 / 8 = 115200
     elements to OUT in one recv_reduce_copy_send leg, 115200 S2M BDs; RING, which the
     allow-list leaves out, fits and is the one --algo may force.  With HIER alone left
-    ('hier,inter_rdh': INTER_RDH needs 8 nodes) the refusal is HIER's own, as lower's.
-    (Until 2026-12-07 both were "HIER legs need 3 channel ids, at most 1", HIER counted as
-    fitting.)"""
+    ('hier,inter_rdh': INTER_RDH needs 8 nodes) the refusal has the same shape, HIER's
+    composer's reason and the engine --algo may force, RING (until 2026-12-07 HIER's reason
+    alone, as `lower --algo hier` gives it, no hint).  (Until 2026-12-07 both were "HIER
+    legs need 3 channel ids, at most 1", HIER counted as fitting.)"""
     from click.testing import CliRunner
 
     from nrtrewrite.cli import main
@@ -1722,7 +1723,78 @@ def test_the_bd_gate_refusal_names_an_engine_its_composer_refuses_for_that_reaso
     res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o",
                                     str(tmp_path / "out"), "--algo", "hier,inter_rdh"])
     assert res.exit_code == 2, res.output
-    assert res.stderr.strip() == f"{where}HIER legs need 3 channel ids, at most 1", res.stderr
+    assert res.stderr.strip() == (
+        f"{where}no engine the default selection may take under --algo 'hier,inter_rdh' can "
+        "be lowered: HIER lower refuses it: HIER legs need 3 channel ids, at most 1 (--algo "
+        "may force RING, whose legs fit)"), res.stderr
+
+
+@pytest.mark.parametrize("host_cc,planted,forcible", [
+    (False, ("SINGLE_CYCLE_RING",), "--algo may force RING or SINGLE_STEP_MESH, whose legs fit"),
+    (True, ("SINGLE_CYCLE_RING",), "--algo may force SINGLE_STEP_MESH, whose legs fit"),
+    (True, ("SINGLE_CYCLE_RING", "SINGLE_STEP_MESH"), "no engine fits forced either"),
+])
+def test_a_bd_gate_refusal_of_composer_refusals_alone_names_the_rank_and_what_may_be_forced(
+        tmp_path, monkeypatch, host_cc, planted, forcible):
+    """SELECTION.md "The BD gate": when every engine the default selection may take is
+    passed over because its composer refuses the trigger, the refusal has the shape of the
+    gate's others: each engine with its composer's reason from the rank on (its entries
+    refuse at the first rank lower meets, which lower's line names), then the engines
+    --algo may force, or that none fits forced.  review 52k's hostcc_ar2 (2 ranks, fp16,
+    192000 elements, dst rows of 1 element), the composers of ``planted`` patched to refuse
+    at rank 1 (no unpatched model reaches a composer's refusal of a legal engine), under
+    --algo 'single_cycle_ring,single_step_mesh' (or 'single_cycle_ring,inter_rdh', INTER_RDH
+    not legal on one node).  The engines named are exactly those whose forced lower lowers
+    (without --host-cc RING fits; with it RING's recv_reduce_copy_send needs 96000 S2M BDs),
+    and lower forced to a planted engine names rank 1.  (Until 2026-12-07 the refusal was
+    the first engine's reason alone, no rank, no hint.)"""
+    import shutil
+
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    from nrtrewrite.compose import mesh
+    from nrtrewrite.compose.single_cycle import SingleCycleAlgorithm
+    from nrtrewrite.errors import LoweringError
+    from nrtrewrite.select import CANDIDATE_ORDER
+
+    monkeypatch.delenv("NRTREWRITE_ALGO", raising=False)
+    for cls in (SingleCycleAlgorithm, mesh._MeshFamily):
+        def entries(self, ctx, tp, rank, _orig=cls.entries):
+            if rank == 1 and self.alg.name in planted:
+                raise LoweringError(f"{self.alg.name} refuses rank 1 (planted)")
+            return _orig(self, ctx, tp, rank)
+        monkeypatch.setattr(cls, "entries", entries)
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(_ar2_rows("fp16", 1, 2)))
+    hc = ["--host-cc"] if host_cc else []
+    where = (f"nrtrewrite: error: {neff}: member sg00/sp.bin, subgraph sg00, stream sp, "
+             "instruction 0, trigger 0")
+
+    def lower(*extra):
+        res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o",
+                                        str(tmp_path / "out"), *extra, *hc])
+        assert res.exit_code in (0, 2), res.output
+        assert not (tmp_path / "out").exists() or res.exit_code == 0
+        if res.exit_code == 0:
+            shutil.rmtree(tmp_path / "out")
+        return res
+    for name in planted:
+        res = lower("--algo", name.lower())
+        assert res.stderr.strip() == (f"{where}, rank 1: {name} refuses rank 1 (planted)")
+    allowed = ",".join(n.lower() for n in planted) if len(planted) > 1 else \
+        "single_cycle_ring,inter_rdh"
+    res = lower("--algo", allowed)
+    assert res.exit_code == 2
+    assert res.stderr.strip() == (
+        f"{where}: no engine the default selection may take under --algo {allowed!r} can be "
+        "lowered: " + "; ".join(f"{n} lower refuses it: rank 1: {n} refuses rank 1 (planted)"
+                                for n in planted) + f" ({forcible})"), res.stderr
+    lowers = {alg.name for alg in CANDIDATE_ORDER
+              if lower("--algo", alg.name.lower()).exit_code == 0}
+    named = (set(re.match(r"--algo may force (.*), whose", forcible).group(1).split(" or "))
+             if forcible.startswith("--algo") else set())
+    assert named == lowers, (named, lowers)
 
 
 _NODES2X3 = [0, 1, 2, 128, 129, 130]
