@@ -2462,3 +2462,32 @@ def test_a_forced_engines_dram_leg_refusal_says_which_override_forced_it(
     assert doc["triggers"][0]["lowered"]["fallback_reason"] == f"rank 0: {why}"
     res = CliRunner().invoke(main, ["schedule", str(path), "--rank", "0", *opt], env=env_)
     assert res.exit_code == 2 and res.stderr.strip().endswith(line)
+
+
+def test_schedule_trigger_refuses_only_the_shown_triggers_legs_over_tpinc_max_bds(
+        tmp_path, monkeypatch):
+    """docs/CLI.md "schedule" --trigger: a refusal of K's own is given as lower gives it,
+    one of another trigger's is not.  hostcc_ar2's all-reduce (trigger 1 here), after an
+    fp16 all-reduce of 2 rows of 300 elements over the same ranks (trigger 0, src and dst
+    rows of 300: its legs need a handful of BDs), under --host-cc --algo ring: lower --rank
+    0 refuses trigger 1's recv_reduce_copy_send leg (96000 S2M BDs); `schedule --trigger 1`
+    refuses with that line, `schedule --trigger 0` shows trigger 0, `schedule` refuses."""
+    from nrtrewrite.neff.assembler import assemble_spec
+    monkeypatch.delenv("NRTREWRITE_ALGO", raising=False)
+    spec = _hostcc_ar2()
+    small = {"all_reduce": {"dtype": "fp16", "op": "add",
+                            "src": {"var": "s", "start": 0, "partitions": [0, 2],
+                                    "dims": [[1, 300], [300, 1], [300, 1]]},
+                            "dst": {"var": "d", "start": 0, "partitions": [0, 2],
+                                    "dims": [[1, 300], [300, 1], [300, 1]]}}}
+    spec["subgraphs"][0]["engines"]["sp"].insert(0, small)
+    path = tmp_path / "two.neff"
+    path.write_bytes(assemble_spec(spec))
+    extra = ["--rank", "0", "--host-cc", "--algo", "ring"]
+    status, line, _ = _lowered_or_refused(path, tmp_path / "o", *extra)
+    assert status == 2
+    assert (", trigger 1, rank 0: a recv_reduce_copy_send leg on channel 0 needs 207 M2S and "
+            "96000 S2M BDs" in line), line
+    assert _scheduled_or_refused(path, *extra) == (status, line)
+    assert _scheduled_or_refused(path, *extra, "--trigger", "1") == (status, line)
+    assert _scheduled_or_refused(path, *extra, "--trigger", "0") == (0, None)
