@@ -222,6 +222,36 @@ def test_json_members_each_under_max_member_bytes_past_max_total_bytes_are_not_w
     assert str(err) == _too_big("extra_members[2].json", "c.json", whole, 4 << 30)
 
 
+def test_streams_past_max_total_bytes_are_refused_before_their_words_are_built(
+        base_spec, monkeypatch):
+    """Three streams of 25,000,000 words (1,600,000,000 bytes each, under the reader's 2 GiB
+    member limit: a count, a repeat of counts and a repeat of opaque words) make a tar past
+    its 4 GiB (MAX_TOTAL_BYTES, the real limit): refused at the third, the one that passes
+    it, with the words counted from the spec, not built (memory under 16 MiB; each word list
+    was built first: 825 MB for the three).  The tar's size is worked out from the same spec
+    with one word a stream, read by tarfile: its members up to sg00/def.json, then each
+    stream's 512-byte header and data (a multiple of 512 bytes), and the 1024 bytes that end
+    a tar."""
+    def engines(big: bool) -> dict:
+        return {"a": [{"nop": 25_000_000 if big else 1}],
+                "b": [{"repeat": {"count": 5000 if big else 1,
+                                  "body": [{"nop": 5000 if big else 1}]}}],
+                "c": [{"repeat": {"count": 25 if big else 1, "body": [
+                    {"opaque": {"opcode": 0x41, "count": 1_000_000 if big else 1}}]}}]}
+
+    base_spec["validate"] = False
+    base_spec["subgraphs"][0]["engines"] = engines(False)
+    ends = dict(_ends(_tar_of(assemble_spec(base_spec))))
+    assert list(ends)[:2] == ["neff.json", "sg00/def.json"]
+    stream = 25_000_000 * 64
+    assert stream % 512 == 0 and stream < 2 << 30
+    whole = ends["sg00/def.json"] + 3 * (512 + stream) + 1024
+    assert whole > 4 << 30 and whole - stream - 512 <= 4 << 30
+    base_spec["subgraphs"][0]["engines"] = engines(True)
+    err = _refused_cheaply(monkeypatch, base_spec)
+    assert str(err) == _too_big("subgraphs[0].engines.c", "sg00/c.bin", whole, 4 << 30)
+
+
 def test_the_cli_refuses_an_archive_past_the_limits_in_one_line_and_writes_nothing(
         tmp_path, monkeypatch):
     """``assemble SPEC -o M.neff`` with ``validate: false``: a generated member past

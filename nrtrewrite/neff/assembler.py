@@ -110,6 +110,48 @@ class _Member:
         return self.made if isinstance(self.made, bytes) else self.made()
 
 
+class _Stream:
+    """A stream's words as the spec gives them, not yet joined: its parts in order, each a
+    word (``bytes``, 64 of them) or a :class:`_Repeated` run, and ``n``, the words in all.
+    Counted as the spec is walked, joined once the archive is known to fit the reader's
+    limits (:meth:`_Assembler.check_archive`): a repeat or a count holds its unit once, so
+    the walk holds what the spec holds, not a word list as long as the stream (three streams
+    of 25 M words held 825 MB before the archive was refused for MAX_TOTAL_BYTES)."""
+
+    __slots__ = ("parts", "n")
+
+    def __init__(self) -> None:
+        self.parts: list[bytes | _Repeated] = []
+        self.n = 0
+
+    def add(self, part: list[bytes] | _Repeated) -> None:
+        """Append ``part``: an instruction's words, or a run of them repeated."""
+        if isinstance(part, list):
+            self.parts.extend(part)
+            self.n += len(part)
+        else:
+            self.parts.append(part)
+            self.n += part.n
+
+    def joined(self) -> bytes:
+        out = []
+        for part in self.parts:  # (a loop, not a comprehension: a frame a level, as the walk)
+            out.append(part if isinstance(part, bytes) else part.joined())
+        return b"".join(out)
+
+
+@dataclass(frozen=True)
+class _Repeated:
+    """``unit`` (a word, or a repeat's body) ``count`` times: ``n`` words."""
+
+    unit: bytes | _Stream
+    count: int
+    n: int
+
+    def joined(self) -> bytes:
+        return (self.unit if isinstance(self.unit, bytes) else self.unit.joined()) * self.count
+
+
 @dataclass
 class Assembled:
     """The result of assembling: the file bytes and, unless validation was off, the model."""
@@ -910,9 +952,8 @@ class _Assembler:
             except RecursionError:  # repeats in repeats, from a chain of YAML aliases
                 raise self.err(at, "repeat bodies nested too deeply "
                                "(a chain of YAML aliases)") from None
-            # (joined once the archive is known to fit: check_archive)
-            streams.append((engine, _Member(len(words) * WORD_SIZE, at,
-                                            partial(b"".join, words))))
+            # (counted, joined once the archive is known to fit: check_archive)
+            streams.append((engine, _Member(words.n * WORD_SIZE, at, words.joined)))
         definition: dict[str, Any] = {"var": var_list, "replica_groups": groups,
                                       "engines": [e for e, _ in streams]}
         override = sg.get("def_json")
@@ -1004,16 +1045,17 @@ class _Assembler:
         return out
 
     # -- instructions -------------------------------------------------------
-    def instructions(self, body: Any, path: str, by_name: dict[str, dict]) -> list[bytes]:
+    def instructions(self, body: Any, path: str, by_name: dict[str, dict]) -> _Stream:
+        """The words of the instruction list ``body``, counted, not joined (:class:`_Stream`)."""
         if not isinstance(body, list):
             raise self.err(path, f"must be a list of instructions, not {_found(body)}")
         if id(body) in self.walking:  # `sp: &x [{repeat: {count: 1, body: *x}}]`
             raise self.err(path, "a repeat body contains itself (a recursive YAML alias)")
         self.walking.add(id(body))
-        words: list[bytes] = []
+        words = _Stream()
         for k, item in enumerate(body):
-            words.extend(self.instruction(item, f"{path}[{k}]", by_name))
-            self.fits(len(words), f"{path}[{k}]")
+            words.add(self.instruction(item, f"{path}[{k}]", by_name))
+            self.fits(words.n, f"{path}[{k}]")
         self.walking.discard(id(body))
         return words
 
@@ -1027,11 +1069,13 @@ class _Assembler:
                                  "size limit)")
         return n_words
 
-    def repeated(self, words: list[bytes], count: int, path: str) -> list[bytes]:
-        self.fits(len(words) * count, path)
-        return words * count
+    def repeated(self, unit: bytes | _Stream, count: int, path: str) -> _Repeated:
+        """``unit`` (one word, or a repeat's body) ``count`` times, counted, not built."""
+        n = 1 if isinstance(unit, bytes) else unit.n
+        return _Repeated(unit, count, self.fits(n * count, path))
 
-    def instruction(self, item: Any, path: str, by_name: dict[str, dict]) -> list[bytes]:
+    def instruction(self, item: Any, path: str, by_name: dict[str, dict]
+                    ) -> list[bytes] | _Repeated:
         if item == "nop":
             return [opaque_word(NOP_OPCODE)]
         if not isinstance(item, dict) or len(item) != 1:
@@ -1043,7 +1087,7 @@ class _Assembler:
         (kind, body), = item.items()
         p = f"{path}.{kind}"
         if kind == "nop":
-            return self.repeated([opaque_word(NOP_OPCODE)], self.integer(body, p, 0), p)
+            return self.repeated(opaque_word(NOP_OPCODE), self.integer(body, p, 0), p)
         if kind == "opaque":
             body = self.keys(body, ("opcode", "count", "sync", "operands"), p)
             opcode = self.integer(self.required(body, "opcode", p, "the word's opcode, 0..255"),
@@ -1051,7 +1095,7 @@ class _Assembler:
             count = self.integer(body.get("count", 1), p + ".count", 0)
             sync = self.sync(body.get("sync"), p + ".sync")
             operands = self.hexbytes(body.get("operands", ""), p + ".operands", 52, pad=True)
-            return self.repeated([opaque_word(opcode, sync=sync, operands=operands)], count,
+            return self.repeated(opaque_word(opcode, sync=sync, operands=operands), count,
                                  p + ".count")
         if kind == "raw":
             items = body if isinstance(body, list) else [body]
