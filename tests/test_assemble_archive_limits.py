@@ -4,6 +4,7 @@ is built (docs/ASSEMBLE.md "Escape hatches"); and extra_members cost linear time
 
 from __future__ import annotations
 
+import datetime
 import gzip
 import io
 import tarfile
@@ -111,6 +112,41 @@ def test_members_at_a_patched_limit_are_written_and_read_back_one_more_refused(
     base_spec["omit_members"] = ["sg00/sp.bin"]
     assert list(read_container(assemble_spec(base_spec), limits=Limits(max_members=3)).members
                 ) == ["neff.json", "sg00/def.json", "sg00/pool.bin"]
+
+
+_LONE = '"\\ud800" is a lone surrogate, which UTF-8 cannot hold'
+
+
+@pytest.mark.parametrize("item, why", [
+    ({"name": "c", "text": ["x"]}, "field extra_members[2].text: must be a string, not a list "
+                                   "of 1 item"),
+    ({"name": "c", "text": "a\ud800"}, f"field extra_members[2].text: not Unicode text ({_LONE})"),
+    ({"name": "c", "hex": "zz"}, "field extra_members[2].hex: not a hex string: 'zz'"),
+    ({"name": "c.json", "json": {"d": datetime.date(2001, 12, 14)}},
+     "field extra_members[2].json.d: a date (2001-12-14), which JSON cannot hold (YAML 1.1 "
+     "reads this form as a date: quote it for a string)"),
+    # its JSON: '{', '  "a": "', 5000 x's and '"', '}', each line with its newline: 5014 bytes
+    ({"name": "c.json", "json": {"a": "x" * 5000}},
+     "field extra_members[2].json: member c.json: its JSON would be 5014 bytes, more than the "
+     "5000 bytes a member may hold (MAX_MEMBER_BYTES, the reader's limit)"),
+    ({"name": "c", "text": "fine"}, None),
+], ids=["text-list", "text-surrogate", "hex", "json-date", "json-size", "fine"])
+def test_an_item_past_max_members_is_refused_for_its_own_value_first(
+        base_spec, monkeypatch, item, why):
+    """With MAX_MEMBERS patched to 6 the base spec's 4 members and two extra ones fit, and the
+    third extra one is member 7.  A fault in that item's own value (a text that is no string
+    or not Unicode text, hex that is none, a JSON value JSON cannot hold) or a JSON member
+    past MAX_MEMBER_BYTES (patched to 5000, above the generated ones) is named, as an
+    item's fault is named before a stream's word limit and the tar's MAX_TOTAL_BYTES
+    (ASSEMBLE.md: the item's own checks, then the archive's); it was reported as the member
+    count.  A good value is refused for the count."""
+    monkeypatch.setattr(asm, "MAX_MEMBERS", 6)
+    monkeypatch.setattr(asm, "MAX_JSON_MEMBER_BYTES", 5000)
+    base_spec.update(validate=False, extra_members=[{"name": "a"}, {"name": "b"}, item])
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(base_spec)
+    assert str(exc.value) == (f"<spec>: {why}" if why else
+                              _too_many("extra_members[2]", item["name"], 6))
 
 
 # -- MAX_TOTAL_BYTES: the decompressed payload the reader reads -------------------------------

@@ -843,7 +843,8 @@ class _Assembler:
         """The archive's members by name, in archive order: ``members`` (the generated ones)
         without ``omit_members``, then ``extra_members``, one of a name there replacing it
         and moving to the end.  More than :data:`MAX_MEMBERS` members are refused at the
-        first past it (:meth:`too_many`), an extra member before its bytes are made."""
+        first past it (:meth:`too_many`), an extra member once its own value is checked (a
+        fault in it named first) and before a JSON member is written."""
         omit = spec.get("omit_members", [])
         if not isinstance(omit, list):
             raise self.err("omit_members", f"must be a list of member names, not {_found(omit)}")
@@ -878,8 +879,6 @@ class _Assembler:
             self.utf8(name, path + ".name")
             if (why := check_member_name(name)) is not None:  # (the tar writer's refusal)
                 raise self.err(path + ".name", why)
-            if name not in archive and len(archive) == MAX_MEMBERS:
-                raise self.too_many(path, name)
             if "text" in item:
                 if not isinstance(item["text"], str):  # (str() of a !!set, !!binary, list...)
                     raise self.err(path + ".text", f"must be a string, not "
@@ -893,6 +892,10 @@ class _Assembler:
                 member = self.json_member(item["json"], name, path + ".json")
             else:
                 member = _Member(0, path, b"")
+            # (counted once its own value is checked, as a stream's words and the tar are:
+            # a fault in it, or a JSON member past MAX_MEMBER_BYTES, is named first)
+            if name not in archive and len(archive) == MAX_MEMBERS:
+                raise self.too_many(path, name)
             archive.pop(name, None)
             archive[name] = member
         return archive
