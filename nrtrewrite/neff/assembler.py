@@ -160,8 +160,10 @@ class Assembled:
     model: Model | None
 
 
-class _SafeLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate mapping keys and merges ``<<`` keys itself."""
+class _SpecConstructor(yaml.constructor.SafeConstructor):
+    """SafeConstructor that refuses duplicate mapping keys and merges ``<<`` keys itself: the
+    constructor of both loaders of a spec, PyYAML's pure-Python one (:class:`_SafeLoader`)
+    and libyaml's (:class:`_CSafeLoader`), so that each makes the same values of a text."""
 
     def flatten_mapping(self, node: yaml.MappingNode) -> None:
         """YAML 1.1 merge keys (yaml.org/type/merge.html): the pairs of the mappings ``<<``
@@ -200,13 +202,6 @@ class _SafeLoader(yaml.SafeLoader):
         active.discard(id(node))
         node.value = list(pairs.values())
 
-    def compose_node(self, parent, index):
-        """PyYAML's, noting whether the text uses an alias (``aliased``: a list or mapping
-        more than MAX_JSON_DEPTH deep is then one its aliases nest, as a YAML text cannot)."""
-        if self.check_event(yaml.events.AliasEvent):
-            self.aliased = True
-        return super().compose_node(parent, index)
-
     def _hashable_key(self, node: yaml.MappingNode, key_node: yaml.Node) -> Any:
         key = self.construct_object(key_node)
         try:  # a list or mapping as a key (`? [a, b]`): PyYAML's own error, at the key
@@ -219,13 +214,34 @@ class _SafeLoader(yaml.SafeLoader):
         return key
 
 
+class _SafeLoader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser,
+                  yaml.composer.Composer, _SpecConstructor, yaml.resolver.Resolver):
+    """PyYAML's pure-Python SafeLoader with the spec's constructor: it reads every spec the
+    libyaml loader does not (:func:`_load_with_libyaml`), and words every refusal."""
+
+    def __init__(self, stream):
+        yaml.reader.Reader.__init__(self, stream)
+        yaml.scanner.Scanner.__init__(self)
+        yaml.parser.Parser.__init__(self)
+        yaml.composer.Composer.__init__(self)
+        _SpecConstructor.__init__(self)
+        yaml.resolver.Resolver.__init__(self)
+
+    def compose_node(self, parent, index):
+        """PyYAML's, noting whether the text uses an alias (``aliased``: a list or mapping
+        more than MAX_JSON_DEPTH deep is then one its aliases nest, as a YAML text cannot)."""
+        if self.check_event(yaml.events.AliasEvent):
+            self.aliased = True
+        return super().compose_node(parent, index)
+
+
 #: The tag of YAML 1.1's merge key ``<<`` (``{<<: *base, name: x}``).
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-def _construct_mapping(loader: _SafeLoader, node: yaml.MappingNode, deep: bool = False):
+def _construct_mapping(loader: _SpecConstructor, node: yaml.MappingNode, deep: bool = False):
     """A mapping whose own keys are distinct.  A merge key (``<<: *base`` or ``<<: [*a,
-    *b]``) is left to ``flatten_mapping`` (ours, :class:`_SafeLoader`; called by
+    *b]``) is left to ``flatten_mapping`` (ours, :class:`_SpecConstructor`; called by
     ``construct_mapping``), as YAML 1.1 reads it: a key the mapping gives itself overrides
     a merged one, which is not a duplicate; ``<<`` given twice is, and so is a key twice in
     a mapping merged in place (``<<: {a: 1, a: 2}``, never constructed on its own)."""
@@ -233,7 +249,7 @@ def _construct_mapping(loader: _SafeLoader, node: yaml.MappingNode, deep: bool =
     return loader.construct_mapping(node, deep=deep)
 
 
-def _check_keys(loader: _SafeLoader, node: yaml.MappingNode, deep: bool) -> None:
+def _check_keys(loader: _SpecConstructor, node: yaml.MappingNode, deep: bool) -> None:
     """Refuse a key of ``node`` that is a list or a mapping, or given twice (before any merge
     key is flattened); each node once (a chain of merges, or a recursive one)."""
     checked = loader.__dict__.setdefault("keys_checked", set())
@@ -262,17 +278,19 @@ def _check_keys(loader: _SafeLoader, node: yaml.MappingNode, deep: bool) -> None
         seen.add(key)
 
 
-_SafeLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_SpecConstructor.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                                 _construct_mapping)
 
 #: YAML 1.1's value key, a plain ``=`` (yaml.org/type/value.html: a mapping's "default
 #: value", which no spec field has), is the string "=" wherever it stands: as a key, as
 #: PyYAML reads it (its flatten_mapping), and as a value or list item, as YAML 1.2 reads it
 #: (PyYAML has no constructor for the tag there: "could not determine a constructor for the
 #: tag 'tag:yaml.org,2002:value'", which our key checks also said of ``{=: 1}``).
-_SafeLoader.add_constructor("tag:yaml.org,2002:value", yaml.SafeLoader.construct_yaml_str)
+_SpecConstructor.add_constructor("tag:yaml.org,2002:value",
+                                 yaml.SafeLoader.construct_yaml_str)
 
 
-def _construct_float(loader: _SafeLoader, node: yaml.ScalarNode) -> float:
+def _construct_float(loader: _SpecConstructor, node: yaml.ScalarNode) -> float:
     """A YAML float, noting one that is not finite (``.inf``, ``-.inf``, ``.nan``,
     ``1.0e+999``): :func:`parse_spec_text` then names it by its key path.  A float tagged
     ``!!float`` must be one: PyYAML reads its text with float(), which raised ValueError
@@ -287,10 +305,10 @@ def _construct_float(loader: _SafeLoader, node: yaml.ScalarNode) -> float:
     return val
 
 
-_SafeLoader.add_constructor("tag:yaml.org,2002:float", _construct_float)
+_SpecConstructor.add_constructor("tag:yaml.org,2002:float", _construct_float)
 
 
-def _construct_int(loader: _SafeLoader, node: yaml.ScalarNode) -> int:
+def _construct_int(loader: _SpecConstructor, node: yaml.ScalarNode) -> int:
     """A YAML integer; one of more decimal digits than CPython converts
     (``jsonin.MAX_JSON_INT_DIGITS``, its default limit) is a spec error at its line, as in
     a JSON input (PyYAML let the interpreter's ValueError out: an internal error).  An
@@ -323,7 +341,7 @@ def _not_a(node: yaml.ScalarNode, what: str, why: str = "") -> yaml.constructor.
         None, None, f"{_spec_value(shown)} is not {what}{why}", node.start_mark)
 
 
-_SafeLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+_SpecConstructor.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
 def _checked(construct, what: str):
@@ -331,7 +349,7 @@ def _checked(construct, what: str):
     was KeyError, ``!!timestamp abc`` AttributeError, and ``2001-02-30``, a date by its form
     without a tag, ValueError: internal errors): ``'TEXT' is not WHAT`` at the value, and
     when the text has the form YAML 1.1 reads as WHAT untagged, that it is read so."""
-    def checked(loader: _SafeLoader, node: yaml.Node):
+    def checked(loader: _SpecConstructor, node: yaml.Node):
         try:
             return construct(loader, node)
         except (ValueError, KeyError, AttributeError, OverflowError):
@@ -341,10 +359,113 @@ def _checked(construct, what: str):
     return checked
 
 
-_SafeLoader.add_constructor("tag:yaml.org,2002:bool",
-                            _checked(yaml.SafeLoader.construct_yaml_bool, "a boolean"))
-_SafeLoader.add_constructor("tag:yaml.org,2002:timestamp",
-                            _checked(yaml.SafeLoader.construct_yaml_timestamp, "a date"))
+_SpecConstructor.add_constructor("tag:yaml.org,2002:bool",
+                                 _checked(yaml.SafeLoader.construct_yaml_bool, "a boolean"))
+_SpecConstructor.add_constructor("tag:yaml.org,2002:timestamp",
+                                 _checked(yaml.SafeLoader.construct_yaml_timestamp, "a date"))
+
+
+def _libyaml_parser() -> type | None:
+    """PyYAML's C parser and composer (``yaml.CParser``, libyaml's), when PyYAML was built
+    with it and its libyaml limits nesting (0.2.6 and later: ``exceeded maximum nesting
+    depth`` past 1000 flow or block levels), or None.  Its composer recurses in C, a level a
+    call, without Python's recursion limit: an older libyaml would compose a text of a
+    million ``[`` until the C stack overflowed."""
+    try:
+        from yaml._yaml import CParser, get_version_string
+        version = tuple(int(part) for part in get_version_string().split(".")[:3])
+    except (ImportError, AttributeError, ValueError):  # (PyYAML built without libyaml)
+        return None
+    return CParser if version >= (0, 2, 6) else None
+
+
+_CParser = _libyaml_parser()
+
+if _CParser is not None:
+    class _CSafeLoader(_CParser, _SpecConstructor, yaml.resolver.Resolver):
+        """libyaml's parser and composer with the spec's constructor and PyYAML's resolver:
+        the values of a text, as :class:`_SafeLoader` makes them, some times faster."""
+
+        def __init__(self, stream):
+            _CParser.__init__(self, stream)
+            _SpecConstructor.__init__(self)
+            yaml.resolver.Resolver.__init__(self)
+else:  # (no libyaml: every spec is read by the pure-Python loader)
+    _CSafeLoader = None
+
+#: The deepest a text read by libyaml may nest its lists and mappings; a deeper one is read
+#: again by the pure-Python loader, whose recursion refuses one some 300 levels deep (``nested
+#: too deeply``), so that both refuse the same texts.
+_LIBYAML_MAX_DEPTH = 100
+
+#: The text libyaml reads: printable ASCII and line feeds, without ``!``, ``%``, ``>``, ``?``
+#: and ``|`` (:data:`_LIBYAML_AVOIDS`).  Where its reader, scanner or parser and PyYAML's make
+#: other values of one text, or libyaml takes a text PyYAML refuses, the text has one of the
+#: characters left out: libyaml skips a byte-order mark at the start of any line (PyYAML only
+#: at the start of the text) and takes a tab after ``a:``; an empty node tagged ``!`` is ``''``
+#: to it (null to PyYAML); it takes a comment straight after a block scalar's ``|`` or ``>``
+#: or a ``%YAML 1.1`` directive (``|#c``: PyYAML wants a space); and ``?`` does not end a plain
+#: scalar in a flow collection (``{a ? b}``).  Every other text is read by the pure-Python
+#: loader alone (a differential fuzz of both on printable ASCII found no other difference).
+_LIBYAML_TEXT = re.compile(r"[\n\x20-\x7e]*")
+_LIBYAML_AVOIDS = re.compile(r"[!%>?|]")
+
+
+def _load_with_libyaml(text: str) -> tuple[Any, bool, bool] | None:
+    """``text``'s value read by libyaml (:class:`_CSafeLoader`), whether the text uses an
+    alias, and whether it holds a number that is not finite; or None, and the pure-Python
+    loader reads it: without libyaml, for a text of other characters than
+    :data:`_LIBYAML_TEXT`'s or with one of :data:`_LIBYAML_AVOIDS`', one nested more than
+    :data:`_LIBYAML_MAX_DEPTH` deep, an empty one, and on any error, whose message the
+    pure-Python loader then gives (libyaml words its errors and places its marks
+    otherwise).  A 2 MB spec of 65,535 ``extra_members`` lines took 22 s to read with the
+    pure-Python loader alone."""
+    if (_CSafeLoader is None or not _LIBYAML_TEXT.fullmatch(text)
+            or _LIBYAML_AVOIDS.search(text)):
+        return None
+    loader = None
+    try:
+        loader = _CSafeLoader(text)
+        node = loader.get_single_node()
+        if node is None:  # (an empty text: YAML's null)
+            return None
+        walked = _node_depth(node)
+        if walked is None:
+            return None
+        loader.non_finite = False
+        spec = loader.construct_document(node)
+        return spec, walked, loader.non_finite
+    except Exception:  # (any: the pure-Python loader reads the text again and says why)
+        return None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def _node_depth(root: yaml.Node) -> bool | None:
+    """Whether the text composed into ``root`` uses an alias (a node met a second time), or
+    None when its lists and mappings nest more than :data:`_LIBYAML_MAX_DEPTH` deep, counted
+    where each node first stands in the text (an alias nests no text); each node walked
+    once, without recursion."""
+    seen: set[int] = set()
+    aliased = False
+    stack: list[tuple[yaml.Node, int]] = [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if id(node) in seen:
+            aliased = True
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            continue
+        if depth >= _LIBYAML_MAX_DEPTH:
+            return None
+        if isinstance(node, yaml.SequenceNode):
+            kids = node.value
+        else:
+            kids = [kid for pair in node.value for kid in pair]
+        stack.extend((kid, depth + 1) for kid in reversed(kids))
+    return aliased
 
 
 #: The most values (each scalar, list and mapping counted once per place it stands) a spec may
@@ -473,6 +594,30 @@ def parse_spec_text(text: str, *, source: str = "<spec>") -> dict:
                                       Where(file=source))
             spec = _TextSpec(spec)
             return spec
+    loaded = _load_with_libyaml(text)
+    if loaded is not None:
+        spec, aliased, non_finite = loaded
+    else:
+        spec, aliased, non_finite = _load_with_python(text, source)
+    if isinstance(spec, (dict, list)) and (where := _expanded_too_large(spec)) is not None:
+        raise ValidationError(f"the spec expands to more than {MAX_SPEC_VALUES} values once "
+                              "its YAML aliases are resolved (each alias repeats what its "
+                              "anchor names)", Where(file=source, field=where or None))
+    if non_finite and (found := non_finite_path(spec)) is not None:
+        path, val = found
+        raise ValidationError(f"{_spec_value(val)} is not a finite number (NaN and infinities "
+                              "are refused)",
+                              Where(file=source, field=path or None))
+    if not isinstance(spec, dict):  # (an empty text is YAML's null)
+        raise ValidationError(f"a spec must be a mapping, not {_found(spec)}",
+                              Where(file=source))
+    return _AliasedSpec(spec) if aliased else _TextSpec(spec)
+
+
+def _load_with_python(text: str, source: str) -> tuple[Any, bool, bool]:
+    """``text``'s value read by PyYAML's pure-Python loader (:class:`_SafeLoader`), whether
+    the text uses an alias, and whether it holds a number that is not finite; a text it
+    refuses is a :class:`ParseError` naming the line and column."""
     loader = None
     try:
         loader = _SafeLoader(text)  # (its reader refuses a NUL or other control character here)
@@ -497,19 +642,7 @@ def parse_spec_text(text: str, *, source: str = "<spec>") -> dict:
     finally:
         if loader is not None:
             loader.dispose()
-    if isinstance(spec, (dict, list)) and (where := _expanded_too_large(spec)) is not None:
-        raise ValidationError(f"the spec expands to more than {MAX_SPEC_VALUES} values once "
-                              "its YAML aliases are resolved (each alias repeats what its "
-                              "anchor names)", Where(file=source, field=where or None))
-    if loader.non_finite and (found := non_finite_path(spec)) is not None:
-        path, val = found
-        raise ValidationError(f"{_spec_value(val)} is not a finite number (NaN and infinities "
-                              "are refused)",
-                              Where(file=source, field=path or None))
-    if not isinstance(spec, dict):  # (an empty text is YAML's null)
-        raise ValidationError(f"a spec must be a mapping, not {_found(spec)}",
-                              Where(file=source))
-    return _AliasedSpec(spec) if loader.aliased else _TextSpec(spec)
+    return spec, loader.aliased, loader.non_finite
 
 
 class _TextSpec(dict):
