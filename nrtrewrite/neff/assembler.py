@@ -112,7 +112,7 @@ class _Member:
 
 class _Stream:
     """A stream's words as the spec gives them, not yet joined: its parts in order, each a
-    word (``bytes``, 64 of them) or a :class:`_Repeated` run, and ``n``, the words in all.
+    word (64 bytes) or a :class:`_Repeated` run, and ``n``, the words in all.
     Counted as the spec is walked, joined once the archive is known to fit the reader's
     limits (:meth:`_Assembler.check_archive`): a repeat or a count holds its unit once, so
     the walk holds what the spec holds, not a word list as long as the stream (three streams
