@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import signal
 import stat
 import sys
-import tempfile
 from pathlib import Path
 
 #: The signals that stop a run: SIGINT as Ctrl-C (KeyboardInterrupt), the others as an exit.
@@ -75,23 +73,27 @@ def write_new(path: Path, data: bytes) -> None:
 
 
 def replace_together(files: list[tuple[Path, bytes]]) -> None:
-    """Write each ``(path, data)`` to a temporary sibling (``.NAME.PID-XXXXXXXX.tmp``), every
-    one whole before any is renamed over its path, in the order given (the last, the one
-    that marks the set as complete): an error or stop while writing leaves every path as
-    it was, and whatever stops it removes the temporary files that are left; those a killed
-    run left (its PID gone) are removed first (:func:`remove_stale_temps`).  A file replaced
-    keeps its permission bits (a ``last-run.json`` kept 0600 stays so); a new one, or one
-    replacing a symbolic link, gets the umask's.  A link at a path is replaced as a link,
-    its target never written, as ``assemble -o`` replaces one (until 2026-12-07 every file
-    got the umask's mode, and a killed run's temporary files stayed for good)."""
+    """Write each ``(path, data)`` to a temporary sibling (``.NAME.PID-XXXXXXXX.tmp``, held
+    locked until the renames are done: ``nrtrewrite.neff.writer.temp_sibling``), every one
+    whole before any is renamed over its path, in the order given (the last, the one that
+    marks the set as complete): an error or stop while writing leaves every path as it was,
+    and whatever stops it removes the temporary files that are left; those a killed run left
+    are removed first (:func:`remove_stale_temps`).  A file replaced keeps its permission
+    bits (a ``last-run.json`` kept 0600 stays so); a new one, or one replacing a symbolic
+    link, gets the umask's.  A link at a path is replaced as a link, its target never
+    written, as ``assemble -o`` replaces one (until 2026-12-07 every file got the umask's
+    mode, and a killed run's temporary files stayed for good)."""
+    from nrtrewrite.neff.writer import temp_sibling  # (run.py's alone: bench_read's process
+    # imports no nrtrewrite)
+
     temps: list[str] = []
+    held: list[int] = []
     try:
         for path, data in files:
-            remove_stale_temps(path)
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp",
-                                       dir=path.parent)
+            fd, tmp = temp_sibling(path)
             temps.append(tmp)
-            with os.fdopen(fd, "wb") as fh:
+            held.append(fd)
+            with open(os.dup(fd), "wb") as fh:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -105,6 +107,8 @@ def replace_together(files: list[tuple[Path, bytes]]) -> None:
                 os.unlink(tmp)
             except OSError:
                 pass
+        for fd in held:
+            os.close(fd)
 
 
 def _kept_mode(path: Path) -> int:
@@ -121,40 +125,14 @@ def _kept_mode(path: Path) -> int:
 
 def remove_stale_temps(path: Path) -> list[Path]:
     """Remove the temporary siblings of ``path`` that :func:`replace_together` runs left
-    which are gone (``.NAME.PID-XXXXXXXX.tmp``, no process ``PID``; a live run's are kept);
-    returns them."""
-    shape = re.compile(re.escape(f".{path.name}.") + r"([0-9]+)-[a-z0-9_]{8}\.tmp",
-                       re.ASCII | re.DOTALL)
-    try:
-        names = os.listdir(path.parent)
-    except OSError:
-        return []
-    removed = []
-    for name in sorted(names):
-        m = shape.fullmatch(name)
-        if m is None or _pid_alive(int(m.group(1))):
-            continue
-        stale = path.parent / name
-        try:
-            if stat.S_ISREG(os.lstat(stale).st_mode):
-                os.unlink(stale)
-                removed.append(stale)
-        except OSError:
-            pass
-    return removed
+    which are gone (``.NAME.PID-XXXXXXXX.tmp``, no process ``PID``, or its lock free and a
+    minute unchanged; a live run's are kept) and those of the shape before 2026-12-07
+    (``.NAME.XXXXXXXX.tmp``, an hour unchanged: until 2026-12-07 they stayed), this user's
+    regular files only, as ``assemble -o`` removes its own
+    (``nrtrewrite.neff.writer.remove_stale_temps``); returns them."""
+    from nrtrewrite.neff.writer import remove_stale_temps as remove
 
-
-def _pid_alive(pid: int) -> bool:
-    """Whether a process ``pid`` exists (one of another user's too)."""
-    if pid <= 0:
-        return True  # (no process of ours: never taken for a dead run's)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    return True
+    return [Path(p) for p in remove(path)]
 
 
 def _umask() -> int:

@@ -84,7 +84,7 @@ from nrtrewrite.errors import (NrtRewriteError, ResourceError, escape_line, esca
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.neff.assembler import same_file
 from nrtrewrite.neff.reader import read_model
-from nrtrewrite.neff.writer import write_bytes_atomic
+from nrtrewrite.neff.writer import remove_stale_temps, write_bytes_atomic
 from nrtrewrite.select import ALGO_ENV
 from nrtrewrite.simulate import simulate_output
 
@@ -324,7 +324,9 @@ def main(argv: list[str] | None = None) -> None:
                 _simulated(args.model, out, Path(tmp), args.rank, args.memory_check)
                 data = pack(out)
                 said = _previous(args.golden, data)
-                if said != "unchanged":  # (the same bytes: GOLDEN is left as it is)
+                if said == "unchanged":  # (the same bytes: GOLDEN is left as it is, a
+                    remove_stale_temps(args.golden)  # killed write's temporary files go)
+                else:
                     with stops_deferred():  # GOLDEN written and known to be, or neither
                         write_bytes_atomic(args.golden, data)
                         _WRITTEN.append(args.golden)

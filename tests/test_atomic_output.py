@@ -1508,3 +1508,132 @@ def test_rmtree_few_fds_never_walks_through_a_link(tmp_path):
     (tree / "x" / "l").symlink_to(victim)
     bundle.rmtree_few_fds(tree)
     assert not tree.exists() and (victim / "a.txt").exists()
+
+
+#: A process that runs ``python -m MODULE ARGS...`` (argv: the module, then its arguments)
+#: and SIGKILLs itself once the atomic write has written its temporary file, at its fsync
+#: (``tempfile.mkstemp`` is ``write_bytes_atomic``'s alone in these runs: the lowering names
+#: its own folders), as a power cut or the OOM killer would stop it
+_KILLED_WRITING = r"""
+import os, runpy, signal, sys, tempfile
+real_mkstemp, real_fsync, made = tempfile.mkstemp, os.fsync, []
+def mkstemp(*a, **k):
+    made.append(real_mkstemp(*a, **k))
+    return made[-1]
+def fsync(fd):
+    if made:
+        print("TEMP", made[-1][1], flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real_fsync(fd)
+tempfile.mkstemp, os.fsync = mkstemp, fsync
+sys.argv = [sys.argv[1], *sys.argv[2:]]
+runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+"""
+
+
+def _killed_writing(module: str, *args) -> tuple[subprocess.CompletedProcess, Path]:
+    proc = subprocess.run([sys.executable, "-c", _KILLED_WRITING, module, *map(str, args)],
+                          capture_output=True, text=True, env=env(), cwd=ROOT, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    (temp,) = [Path(line[5:]) for line in proc.stdout.splitlines() if line.startswith("TEMP ")]
+    return proc, temp
+
+
+def test_a_sigkilled_assemble_leaves_a_temp_the_next_write_of_its_output_removes(tmp_path):
+    """``assemble -o m.neff`` SIGKILLed while it writes leaves its temporary file beside
+    ``m.neff`` (nothing can remove it then), ``m.neff`` as it was; the next ``assemble -o
+    m.neff`` removes it: its name holds the killed writer's PID (``.m.neff.PID-XXXXXXXX.tmp``),
+    no process any more (until 2026-12-07 ``.m.neff.XXXXXXXX.tmp`` stayed for good)."""
+    spec, out = tmp_path / "ar2.yaml", tmp_path / "m.neff"
+    shutil.copy(FIX / "ar2.yaml", spec)
+    out.write_bytes(b"previous")
+    proc, temp = _killed_writing("nrtrewrite", "assemble", spec, "-o", out)
+    assert temp.parent == tmp_path and temp.exists() and out.read_bytes() == b"previous"
+    # (the writer's PID in the name: the process just killed, whose PID is gone)
+    pid = int(temp.name[len(".m.neff."):].split("-")[0])
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    res = subprocess.run([sys.executable, "-m", "nrtrewrite", "assemble", str(spec), "-o",
+                          str(out)], capture_output=True, text=True, env=env(), cwd=ROOT,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert out.read_bytes() == (FIX / "ar2.neff").read_bytes()
+    assert sorted(os.listdir(tmp_path)) == ["ar2.yaml", "m.neff"]
+
+
+def test_a_sigkilled_golden_leaves_a_temp_the_next_run_removes_written_or_unchanged(tmp_path):
+    """``python -m nrtrewrite.golden`` SIGKILLed while it writes ``GOLDEN`` leaves its
+    temporary file (``GOLDEN`` not written); the next run removes it as it writes
+    ``GOLDEN``, and a run that leaves ``GOLDEN`` ``unchanged`` (no write) removes one a
+    killed run left too (until 2026-12-07 they stayed)."""
+    golden = tmp_path / "g.tar.gz"
+    _, temp = _killed_writing("nrtrewrite.golden", FIX / "ar2.neff", golden)
+    assert sorted(os.listdir(tmp_path)) == [temp.name]
+    for said in ("written", "unchanged"):
+        proc = subprocess.run([sys.executable, "-m", "nrtrewrite.golden", str(FIX / "ar2.neff"),
+                               str(golden)], capture_output=True, text=True, env=env(),
+                              cwd=ROOT, timeout=300)
+        assert (proc.returncode, proc.stdout) == (0, f"{golden}: {said}\n"), proc.stderr
+        assert sorted(os.listdir(tmp_path)) == ["g.tar.gz"]
+        assert golden.read_bytes() == (FIX / "golden" / "ar2.tar.gz").read_bytes()
+        (tmp_path / f".g.tar.gz.{dead_pid()}-k1ll_3d0.tmp").write_bytes(b"half")
+
+
+def test_only_a_gone_writers_temporaries_are_removed(tmp_path):
+    """``writer.remove_stale_temps`` (the first step of every atomic write): removed, this
+    user's regular files named ``.NAME.PID-XXXXXXXX.tmp`` whose PID runs no process, or
+    whose lock is free and which are a minute unchanged (a writer killed in another PID
+    namespace), and those of the shape before 2026-12-07, ``.NAME.XXXXXXXX.tmp``, an hour
+    unchanged; kept, a live writer's (its PID running and the file young, or its lock held
+    whatever its PID), a young one of the old shape, a link, a folder, another target's,
+    names that are not exactly the shape, another user's."""
+    from nrtrewrite.neff.writer import remove_stale_temps
+
+    dead, hour_ago = dead_pid(), time.time() - 3700
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    holder = None
+    try:
+        live = sleeper.pid
+        removed = [tmp_path / f".m.neff.{dead}-abcd_123.tmp",
+                   tmp_path / f".m.neff.{live}-old12345.tmp",  # (lock free, an hour old)
+                   tmp_path / ".m.neff.abcd_123.tmp"]  # (the old shape, an hour old)
+        kept = [tmp_path / f".m.neff.{live}-young123.tmp",
+                tmp_path / f".m.neff.{dead}-held1234.tmp",  # (its lock held, below)
+                tmp_path / ".m.neff.young_12.tmp",
+                tmp_path / f".other.neff.{dead}-abcd_123.tmp",
+                tmp_path / f".m.neff.{dead}-abcd_12.tmp",
+                tmp_path / f".m.neff.{dead}-abcd_123.tmp.bak",
+                tmp_path / f".m.neff.{dead}-abcd_123.tmp\n",
+                tmp_path / f".m.neff.x{dead}-abcd_123.tmp",
+                tmp_path / "m.neff"]
+        for p in removed + kept:
+            p.write_bytes(b"left")
+        for p in removed[1:]:
+            os.utime(p, (hour_ago, hour_ago))
+        link = tmp_path / f".m.neff.{dead}-link_123.tmp"
+        link.symlink_to("m.neff")
+        folder = tmp_path / f".m.neff.{dead}-fold_123.tmp"
+        folder.mkdir()
+        kept += [link, folder]
+        if os.geteuid() == 0:
+            theirs = tmp_path / f".m.neff.{dead}-their_12.tmp"
+            theirs.write_bytes(b"theirs")
+            os.chown(theirs, 12345, 12345)
+            kept.append(theirs)
+        held = tmp_path / f".m.neff.{dead}-held1234.tmp"
+        holder = subprocess.Popen(
+            [sys.executable, "-c", "import fcntl, os, sys, time\n"
+             "fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+             "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(60)",
+             str(held)], stdout=subprocess.PIPE, text=True)
+        assert holder.stdout.readline() == "held\n"
+        got = remove_stale_temps(tmp_path / "m.neff")
+    finally:
+        for p in (sleeper, holder):
+            if p is not None:
+                p.kill()
+                p.wait()
+    assert sorted(got) == sorted(map(str, removed))
+    assert not any(p.exists() for p in removed)
+    assert all(os.path.lexists(p) for p in kept)
+    assert (tmp_path / "m.neff").read_bytes() == b"left"  # (the link's target untouched)

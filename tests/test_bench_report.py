@@ -398,3 +398,27 @@ def test_the_results_pair_keeps_modes_replaces_links_and_removes_stale_temps(too
     assert target.read_text() == "the link's target"
     assert sorted(os.listdir(tmp_path)) == sorted(
         ["last-run.json", "last-run.md", "kept.md"] + [p.name for p in kept])
+
+
+def test_the_results_pair_removes_old_shape_temps_an_hour_unchanged(tools, tmp_path):
+    """The temporary files of ``replace_together`` before 2026-12-07, ``.last-run.json.
+    XXXXXXXX.tmp`` (no PID in the name, no lock: a SIGKILLed ``make bench`` left them), are
+    removed by the next run once an hour unchanged, as ``assemble -o`` removes its own
+    (``writer.remove_stale_temps``); a young one (a live writer of that older code) and
+    another shape are kept (until 2026-12-07 they stayed)."""
+    import os
+    import time
+
+    run, _ = tools
+    res = _result()
+    res["targets"] = run.targets(res)
+    hour_ago = time.time() - 3700
+    old = [tmp_path / ".last-run.json.abcd_123.tmp", tmp_path / ".last-run.md.zz99zz99.tmp"]
+    kept = [tmp_path / ".last-run.json.young_12.tmp", tmp_path / ".last-run.json.abcd_123.tmp~"]
+    for p in old + kept:
+        p.write_text("left")
+    for p in old + kept[1:]:
+        os.utime(p, (hour_ago, hour_ago))
+    run.write_results(tmp_path, res)
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        ["last-run.json", "last-run.md"] + [p.name for p in kept])

@@ -5,16 +5,20 @@ streams (bundle.rewritten_neff) and writes the result into its own temporary out
 folder, which is renamed into place whole (bundle.write_output).  Output is
 deterministic (see :mod:`nrtrewrite.neff.container`).  :func:`write_bytes_atomic`
 (a temp file in the destination folder, renamed over the target) serves other writers
-of a single file.
+of a single file; the temp files a killed writer left are removed by the next write of the
+same target (:func:`remove_stale_temps`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
+import re
 import stat
 import tempfile
+import time
 from typing import Callable, ContextManager, Iterable, Mapping, Union
 
 from nrtrewrite.errors import OutputError, ValidationError, Where
@@ -118,6 +122,140 @@ def sibling_stem(name: str, room: int) -> str:
             + hashlib.sha256(raw).hexdigest()[:16])
 
 
+#: The bytes after ``.STEM`` in the name of :func:`write_bytes_atomic`'s temporary file:
+#: ``.``, the writer's PID (up to 10 digits), ``-``, mkstemp's 8 characters and ``.tmp``.
+TEMP_ROOM = 1 + 10 + 1 + 8 + 4
+
+#: The same before 2026-12-07 (``.STEM.XXXXXXXX.tmp``: no PID), for the cleanup of those left.
+_OLD_TEMP_ROOM = 1 + 8 + 4
+
+#: What follows ``.STEM.`` in a temporary file's name, matched whole: the writer's PID,
+#: ``-`` and ``tempfile.mkstemp``'s 8 characters of ``[a-z0-9_]``; and the shape from
+#: before 2026-12-07, mkstemp's 8 characters alone.
+_TEMP_TAIL = re.compile(r"(?P<pid>[0-9]{1,10})-[a-z0-9_]{8}\.tmp", re.ASCII)
+_OLD_TEMP_TAIL = re.compile(r"[a-z0-9_]{8}\.tmp", re.ASCII)
+
+#: Seconds a temporary file must be unchanged before it is taken for a killed writer's where
+#: its name's PID is a live process (a writer killed in another PID namespace, its lock
+#: free: a live writer holds it from a moment after ``mkstemp``): ``bundle.STALE_AFTER_S``.
+STALE_AFTER_S = 60
+
+#: The same for a file of the shape from before 2026-12-07, which names no PID and whose
+#: writer held no lock: only its age tells, and an hour is longer than any write of a file
+#: (a slow disk's fsync of 2 GiB included) takes.
+OLD_STALE_AFTER_S = 3600
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs here (another user's too); 0 is none of ours."""
+    if pid <= 0:
+        return True  # (never taken for a dead writer's)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True
+    return True
+
+
+def _remove_stale_temp(path: str, pid: int | None) -> bool:
+    """Remove the temporary file ``path`` when no writer writes it any more: a regular file
+    of this user (never a link, a folder, another user's), whose ``flock`` can be taken (a
+    live writer holds it, :func:`temp_sibling`), and whose ``pid`` runs no process here or
+    which has not changed for :data:`STALE_AFTER_S`; a file of the old shape (``pid`` None)
+    only once unchanged for :data:`OLD_STALE_AFTER_S`.  Where the file system has no locks
+    the PID alone decides (the old shape: the age)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            locks = True
+        except BlockingIOError:
+            return False  # a live writer's
+        except OSError:
+            locks = False  # (a file system without locks)
+        held = os.fstat(fd)
+        if (held.st_dev, held.st_ino) != (st.st_dev, st.st_ino):
+            return False  # (replaced meanwhile: not the file looked at)
+        age = time.time() - held.st_mtime
+        if pid is None:
+            if age <= OLD_STALE_AFTER_S:
+                return False
+        elif pid == os.getpid() or (_pid_alive(pid)
+                                    and not (locks and age > STALE_AFTER_S)):
+            return False
+        now = os.lstat(path)
+        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            return False
+        os.unlink(path)  # (the lock held meanwhile)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def remove_stale_temps(path: str | os.PathLike) -> list[str]:
+    """Remove the temporary files beside ``path`` that writers of ``path`` killed by SIGKILL
+    (or a power cut) left (:func:`write_bytes_atomic`, benchmarks/run.py's results pair):
+    ``.STEM.PID-XXXXXXXX.tmp`` whose writer is gone, and ``.STEM.XXXXXXXX.tmp`` of the shape
+    before 2026-12-07 an hour unchanged (:func:`_remove_stale_temp`: this user's regular
+    files, never a live writer's).  Only those names, STEM compared literally
+    (:func:`sibling_stem`), the tail matched whole; anything else is left alone.  Returns
+    what was removed; an error is passed over (the write goes on).  Until 2026-12-07 nothing
+    removed them."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    name = os.path.basename(path)
+    if not name:
+        return []
+    shapes = [("." + sibling_stem(name, TEMP_ROOM) + ".", _TEMP_TAIL),
+              ("." + sibling_stem(name, _OLD_TEMP_ROOM) + ".", _OLD_TEMP_TAIL)]
+    removed = []
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return removed
+    for entry in names:
+        for head, tail in shapes:
+            m = tail.fullmatch(entry, len(head)) if entry.startswith(head) else None
+            if m is None:
+                continue
+            found = os.path.join(directory, entry)
+            if _remove_stale_temp(found, int(m["pid"]) if tail is _TEMP_TAIL else None):
+                removed.append(found)
+            break
+    return removed
+
+
+def temp_sibling(path: str | os.PathLike) -> tuple[int, str]:
+    """A new temporary file beside ``path`` for a write renamed over it: ``(fd, name)``,
+    ``.STEM.PID-XXXXXXXX.tmp`` (mode 0600), its ``flock`` held through ``fd`` (closing it,
+    or the process ending, releases it), the mark of a live writer that
+    :func:`remove_stale_temps` leaves alone whatever its PID says; those killed writers
+    left are removed first.  An OSError of ``mkstemp`` is the caller's."""
+    path = os.fspath(path)
+    remove_stale_temps(path)
+    stem = sibling_stem(os.path.basename(path), TEMP_ROOM)
+    fd, tmp = tempfile.mkstemp(prefix=f".{stem}.{os.getpid()}-", suffix=".tmp",
+                               dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        pass  # (no locks there: the PID alone tells)
+    return fd, tmp
+
+
 def write_bytes_atomic(path: str | os.PathLike, data: bytes, *,
                        placing: Callable[[], ContextManager] = contextlib.nullcontext,
                        on_placed: Callable[[str], None] | None = None) -> None:
@@ -129,7 +267,10 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes, *,
     temp file, and ``path`` keeps its previous content.  The rename and ``on_placed(path)``
     (the new content is in place, complete) run inside ``placing()``: the CLI's
     ``stops_deferred``, so that a stop comes before the rename (nothing replaced) or after
-    ``on_placed`` (its stop then says the file is written), never between."""
+    ``on_placed`` (its stop then says the file is written), never between.  The temp file,
+    ``.NAME.PID-XXXXXXXX.tmp`` (:func:`temp_sibling`), is locked until the rename is done;
+    those a killed writer left beside ``path`` are removed first (:func:`remove_stale_temps`;
+    until 2026-12-07 a SIGKILL left ``.NAME.XXXXXXXX.tmp`` for good)."""
     path = os.fspath(path)
     if not path:
         raise OutputError("cannot write: an empty path")
@@ -137,20 +278,18 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes, *,
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = None, None
     try:
-        # (mkstemp adds 8 characters: ".STEM." 8 ".tmp")
-        stem = sibling_stem(os.path.basename(path), 1 + 8 + 4)
-        fd, tmp = tempfile.mkstemp(prefix=f".{stem}.", suffix=".tmp", dir=directory)
-        with os.fdopen(fd, "wb") as fh:
+        fd, tmp = temp_sibling(os.path.join(directory, os.path.basename(path)))
+        with os.fdopen(fd, "wb") as fh:  # (open, so locked, until the rename is done)
             fd = None
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, _mode_for(path))
-        with placing():
-            os.replace(tmp, path)
-            tmp = None
-            if on_placed is not None:
-                on_placed(path)
+            os.chmod(tmp, _mode_for(path))
+            with placing():
+                os.replace(tmp, path)
+                tmp = None
+                if on_placed is not None:
+                    on_placed(path)
     except OSError as err:
         raise OutputError(f"cannot write: {err.strerror or err}", Where(file=path)) from None
     finally:
