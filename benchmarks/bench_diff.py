@@ -26,14 +26,22 @@ where ``simulate MODEL.neff`` makes its own: ``TMPDIR`` where Python can write t
 model's ``.tmp`` and ``lower``'s temporary sibling of A there too) and moved into ``--out``
 whole, so ``--out`` holds only results: each is moved (renamed, or copied where ``--out`` is
 on another file system) to a temporary sibling of its place, ``.NAME.bench-diff-tmp-PID-HEX``,
-then renamed into place, never over something there, so a result in ``--out`` is whole
-and a later run reuses it.  The folder is removed when the run ends, on success, failure or
+then renamed into place, never over something there, so a result in ``--out`` is whole;
+A and B are then marked whole (an empty ``.NAME.bench-diff-whole`` beside each, made last),
+and a later run reuses a result only where it is marked, and a model only where its header's
+size and MD5 are its payload's: one that is not (a run from before 2026-12-07 copied into
+the place itself, and a kill left it half written) is removed, a note on stderr, and made
+again.  The folder is removed when the run ends, on success, failure or
 stop; it is locked while the run lasts, and the ones SIGKILLed runs left are removed by the
 next run as ``simulate``'s are (that name shape, this user's, a minute old, the lock free).
-A run holds ``--out``'s lock (``flock``) until it ends: another run given the same
-``--out`` meanwhile is refused, one line, status 2, before it makes anything (``--out OUT:
-in use by another bench_diff.py run ...``: give each its own, or run them one after the
-other); the run that holds it first removes the temporary siblings killed runs left there.
+A run holds ``--out``'s lock (``flock``) until it ends, as benchmarks/bench_read.py holds
+its own: another run of either given the same ``--out`` meanwhile is refused, one line,
+status 2, before it makes anything (``--out OUT: in use by another bench_diff.py or
+bench_read.py run ...``: give each its own, or run them one after the other); so is a
+``--out`` on a file system that refuses ``flock`` (``--out OUT: its file system takes no
+locks ...``: runs sharing it could not be kept apart; until 2026-12-07 the run went on
+unlocked); the run that holds it first removes the temporary siblings killed runs left
+there.
 A ``--out`` that is a dangling symbolic link is refused as one that is not a folder.
 
 A step that fails (writing the model, lowering A, moving the model or A, reading A's
@@ -50,7 +58,6 @@ temporary folder, gone by the time the line is read, named as it would be in ``-
 from __future__ import annotations
 
 import argparse
-import fcntl
 import gzip
 import io
 import json
@@ -63,7 +70,6 @@ import sys
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import NoReturn
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -74,9 +80,10 @@ DEFAULT = ("w300", "4x75", "4x75:moved", "4x75:missing")
 VARIANTS = ("", "moved", "missing")
 
 sys.path.insert(0, str(HERE))
-from bench_read import _Source, _members, _neff  # noqa: E402
+from bench_read import _Source, _members, _neff, is_whole  # noqa: E402
 from outdir import (checked_out, entries, raise_lost_stop, remove_new,  # noqa: E402
                     stop_cleanly, write_new)
+from outdir import hold_out as outdir_hold_out  # noqa: E402
 
 
 def _count(text: str) -> int:
@@ -127,9 +134,15 @@ def check_tree(tree: Path) -> str | None:
 def make_model(model: str, out: Path, work: Path) -> Path:
     """The model file ``OUT/MODEL.neff`` (outside-tool style: Python's tarfile and gzip,
     level 1), written in ``work`` (its ``.tmp`` there) and moved into ``out`` whole (until
-    2026-12-07 its ``.tmp`` was in ``out``)."""
+    2026-12-07 its ``.tmp`` was in ``out``).  One already there is taken only where whole:
+    its header's ``data_size`` and MD5 those of the bytes after it (:func:`bench_read.
+    is_whole`; until 2026-12-07 any file of the name was taken)."""
     path = out / f"{model}.neff"
-    if path.exists():
+    if path.is_file() and not path.is_symlink() and not is_whole(path):
+        # (an earlier run's model cut short, or another file of the name: made anew)
+        _note(f"{path}: not whole (its header's size or MD5 is not its payload's); made anew")
+        _discard(path)
+    if path.exists() or path.is_symlink():
         return path
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=1, mtime=0) as gz:
@@ -187,6 +200,61 @@ def move_in(src: Path, dst: Path, what: str) -> None:
                          f"{_why(err, src.parent, dst, tmp)}") from None
 
 
+#: The mark of a result (A, B) this script moved into ``--out`` whole: an empty file
+#: ``.NAME.bench-diff-whole`` beside it, made once it is in place (:func:`_mark_whole`), so a
+#: result without one is an older run's (before 2026-12-07 a copy across file systems went
+#: into its place directly, and a kill left it half written) or not this script's.
+WHOLE = ".bench-diff-whole"
+
+
+def _whole_mark(dst: Path) -> Path:
+    return dst.parent / f".{dst.name}{WHOLE}"
+
+
+def _taken_whole(dst: Path) -> bool:
+    """Whether the result ``dst`` (``OUT/MODEL/A``, ``OUT/MODEL/last``, ...) is there and marked
+    whole (:data:`WHOLE`), to be reused.  One there without its mark is discarded, a note
+    on stderr, to be made again (until 2026-12-07 any folder there was taken: one a run from
+    before the moves were whole left half written was used, the run failing and blaming B);
+    a mark without its result is removed."""
+    mark = _whole_mark(dst)
+    try:
+        os.lstat(dst)
+        there = True
+    except (FileNotFoundError, NotADirectoryError):
+        there = False  # (another OSError, a folder that cannot be searched: the caller's)
+    if there:
+        if mark.is_file() and not mark.is_symlink():
+            return True
+        _note(f"{dst}: not marked whole (an earlier run's, maybe half written); made again")
+        _discard(dst)
+    mark.unlink(missing_ok=True)
+    return False
+
+
+def _mark_whole(dst: Path, what: str) -> None:
+    """Mark ``dst``, moved into place whole, as whole (:data:`WHOLE`), the last step of its
+    making; an OS error is one line naming ``what``, status 1."""
+    try:
+        with open(_whole_mark(dst), "wb"):
+            pass
+    except OSError as err:
+        raise SystemExit(f"{what}: cannot mark {dst} whole: {_why(err)}") from None
+
+
+def _discard(path: Path) -> None:
+    """Remove ``path`` of ``--out`` (a result not known whole): renamed first to a temporary
+    sibling's name (:data:`_PARTIAL`), so that what a stop during the removal leaves is
+    removed by the next run, never taken for a result."""
+    aside = path.parent / f".{path.name}.bench-diff-tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    os.rename(path, aside)
+    _remove(aside)
+
+
+def _note(line: str) -> None:
+    print(f"bench_diff.py: {line}", file=sys.stderr, flush=True)
+
+
 def _rename_noreplace(src: Path, dst: Path) -> None:
     """``rename(src, dst)`` that fails (FileExistsError naming ``dst``) where ``dst``
     exists: ``lower``'s (:func:`nrtrewrite.bundle._rename_noreplace`); a plain rename
@@ -207,35 +275,18 @@ def _remove(path: Path) -> None:
             pass
 
 
-def hold_out(out: Path) -> tuple[set[Path] | None, int | None]:
+def hold_out(out: Path) -> tuple[set[Path] | None, int]:
     """Make ``--out`` (where it is not there) and hold its exclusive ``flock`` for the whole
-    run: ``(what it held before, the descriptor holding the lock)``, the first None where
-    this run made it (:func:`outdir.entries`), the second where the file system has no
-    locks.  A folder another run holds is refused, one line naming it, status 2, before
-    anything is written (until 2026-12-07 runs sharing one ``--out`` moved their results
-    into each other's: ``OUT/w1/A/w1-A``, counts doubled, a traceback, one run's failure
-    removing the other's folder).  The temporary siblings a killed run left there
-    (:func:`remove_partial`) are removed first, so they are not counted as there before."""
-    try:
-        out.mkdir()
-        made = True
-    except FileExistsError:
-        made = False
-    except OSError as err:
-        _refuse(f"--out {out}: cannot make it: {err.strerror or err}")
-    try:
-        fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as err:
-        _refuse(f"--out {out}: cannot open it: {err.strerror or err}")
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        _refuse(f"--out {out}: in use by another bench_diff.py run (it holds the folder's "
-                "lock); give each run its own --out")
-    except OSError:  # (a file system without locks: runs sharing it are not told apart)
-        os.close(fd)
-        return (None if made else entries(out)), None
+    run (:func:`outdir.hold_out`): ``(what it held before, the descriptor holding the
+    lock)``, the first None where this run made it (:func:`outdir.entries`).  A folder
+    another run holds (this script's or bench_read.py's), or one on a file system that
+    refuses locks, is refused, one line naming it, status 2, before anything is written
+    (until 2026-12-07 runs sharing one ``--out`` moved their results into each other's:
+    ``OUT/w1/A/w1-A``, counts doubled, a traceback, one run's failure removing the other's
+    A; and without locks a run went on unlocked).  The temporary siblings a killed run left
+    there (:func:`remove_partial`) are removed first, so they are not counted as there
+    before."""
+    made, fd = outdir_hold_out("bench_diff.py", out)
     remove_partial(out)
     return (None if made else entries(out)), fd
 
@@ -276,11 +327,6 @@ def _is_model_name(name: str) -> bool:
     return _MODEL_NAME.fullmatch(name) is not None
 
 
-def _refuse(line: str) -> NoReturn:
-    print(f"bench_diff.py: error: {line}", file=sys.stderr)
-    sys.exit(2)
-
-
 def _run(args: list[str], tree: Path = ROOT) -> subprocess.CompletedProcess:
     # (run in the tree: ``python -c`` puts the working folder first on sys.path)
     return subprocess.run([sys.executable, *args], env=dict(os.environ, PYTHONPATH=str(tree)),
@@ -297,7 +343,7 @@ def make_pair(row: str, out: Path, work: Path) -> tuple[Path, Path]:
     written in ``out``, a ``lower`` killed leaving its ``.A.tmp-...`` there)."""
     model, _, how = row.partition(":")
     a, b = out / model / "A", out / model / (how or "last")
-    if not a.exists():
+    if not _taken_whole(a):
         neff = make_model(model, out, work)
         made = work / f"{model}-A"
         res = _run(["-m", "nrtrewrite", "lower", str(neff), "-o", str(made), "-q", "-j", "1"])
@@ -306,7 +352,8 @@ def make_pair(row: str, out: Path, work: Path) -> tuple[Path, Path]:
             raise SystemExit(f"A of {model}: lower failed: {last.replace(str(made), str(a))}")
         a.parent.mkdir(parents=True, exist_ok=True)  # (OUT/MODEL; OUT's parent exists)
         move_in(made, a, f"A of {model}")
-    if not b.exists():
+        _mark_whole(a, f"A of {model}")
+    if not _taken_whole(b):
         tmp = work / f"{model}-{how or 'last'}"
         name = _output_neff(a, row)
         try:
@@ -321,6 +368,7 @@ def make_pair(row: str, out: Path, work: Path) -> tuple[Path, Path]:
             raise SystemExit(f"B of {row}: rewriting {b / name} failed (in the temporary "
                              f"folder): {last.replace(str(tmp), str(b))}")
         move_in(tmp, b, f"B of {row}")
+        _mark_whole(b, f"B of {row}")
     return a, b
 
 
@@ -455,7 +503,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=DESCRIPTION)
     ap.add_argument("--only", help="comma-separated rows (default: %s)" % ",".join(DEFAULT))
     ap.add_argument("--out", type=Path, help="where the models and outputs are written "
-                    "(default benchmarks/out/diff/; its parent folder must exist)")
+                    "(default benchmarks/out/diff/; its parent folder must exist); locked "
+                    "while the run lasts: another bench_diff.py or bench_read.py run given "
+                    "the same --out is refused, and so is a folder whose file system takes no "
+                    "locks")
     ap.add_argument("--keep", action="store_true", help="keep them afterwards (without it, only "
                     "what this run wrote into --out is removed)")
     ap.add_argument("--tree", type=Path, default=ROOT, help="the nrtrewrite source tree whose "

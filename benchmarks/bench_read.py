@@ -14,6 +14,16 @@ Each file is then read in a fresh subprocess - ``gunzip_limited`` alone and the 
 ``read_container`` (with ``max_member_bytes`` raised to 4 GiB so that ``z3584`` is read,
 not refused) - and the wall time and the peak RSS of that process (VmHWM) are printed.  Not a
 timed test: nothing is asserted.
+
+A run holds ``--out``'s lock (``flock``, exclusive: the run writes its inputs there and
+removes the new ones at its end) until it ends, the lock benchmarks/bench_diff.py holds on
+its own ``--out``: another run of either script given the same ``--out`` meanwhile is
+refused, one line, status 2, before it writes anything (``--out OUT: in use by another
+bench_diff.py or bench_read.py run ...``; until 2026-12-07 this script took no lock, so it
+read, and at its end removed, what a bench_diff.py run was moving into the folder), and so
+is a ``--out`` on a file system that refuses ``flock`` (``--out OUT: its file system takes
+no locks ...``).  An input already in ``--out`` is measured again only when its header's
+size and MD5 match its payload (a file cut short by a kill, or a copy, is written anew).
 """
 
 from __future__ import annotations
@@ -37,8 +47,8 @@ OUT = HERE / "out" / "read"
 DEFAULT = ("w32", "w128", "g40000", "g160000", "z3584")
 
 sys.path.insert(0, str(HERE))
-from outdir import (checked_out, entries, raise_lost_stop, remove_new,  # noqa: E402
-                    stop_cleanly, write_new)
+from outdir import (checked_out, entries, hold_out, raise_lost_stop,  # noqa: E402
+                    remove_new, stop_cleanly, write_new)
 
 
 def _c7(n: int = 1024) -> bytes:
@@ -89,11 +99,34 @@ def _tar_gz(extra: tuple[str, int, bool] | None, level: int) -> bytes:
 
 def _neff(payload: bytes) -> bytes:
     """The 1024-byte header (pkg_version 2: MD5 of the payload) and the payload."""
-    h = struct.pack("<QQQQQ", 2, 1024, len(payload), 1, 0) + bytes(128) + struct.pack("<I", 1)
-    h += hashlib.md5(payload).digest() + bytes(16) + bytes(16) + bytes(256)
+    return _header(len(payload), hashlib.md5(payload).digest()) + payload
+
+
+def _header(size: int, md5: bytes) -> bytes:
+    """The header :func:`_neff` writes before a payload of ``size`` bytes whose MD5 is
+    ``md5`` (NEFF-LIKE.md §1: ``data_size`` and the hash)."""
+    h = struct.pack("<QQQQQ", 2, 1024, size, 1, 0) + bytes(128) + struct.pack("<I", 1)
+    h += md5 + bytes(16) + bytes(16) + bytes(256)
     h += struct.pack("<I", 1) + bytes(64) + struct.pack("<QI", 0, 1) + bytes(468)
     assert len(h) == 1024
-    return h + payload
+    return h
+
+
+def is_whole(path: Path) -> bool:
+    """Whether the file ``path`` is whole as :func:`_neff` writes a model: its header the one
+    of the bytes after it, their count (``data_size``) and MD5 (a file cut short by a kill,
+    or a copy with a hole, is not; nor one that cannot be read).  Reads it through once, a
+    MiB at a time."""
+    md5, size = hashlib.md5(), 0
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(1024)
+            while chunk := fh.read(1 << 20):
+                md5.update(chunk)
+                size += len(chunk)
+    except OSError:
+        return False
+    return head == _header(size, md5.digest())
 
 
 def parse_input(name: str) -> tuple[str, int]:
@@ -106,9 +139,17 @@ def parse_input(name: str) -> tuple[str, int]:
 
 
 def make(name: str, out: Path = OUT) -> Path:
+    """The input ``OUT/NAME.neff``: the one there where it is whole (:func:`is_whole`), else
+    written anew (a note on stderr where one was there; until 2026-12-07 any file of the
+    name was measured)."""
     path = out / f"{name}.neff"
-    if path.exists():
-        return path
+    if path.is_file() and not path.is_symlink():
+        if is_whole(path):
+            return path
+        print(f"bench_read.py: {path}: not whole (its header's size or MD5 is not its "
+              "payload's); written anew", file=sys.stderr)
+    elif path.exists():
+        return path  # (not a file of ours: measured as it is, which fails, as before)
     kind, n = parse_input(name)
     if kind == "w":
         payload = _tar_gz(("weights.bin", n << 20, False), 1)
@@ -158,7 +199,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=DESCRIPTION)
     ap.add_argument("--only", help="comma-separated inputs (default: %s)" % ",".join(DEFAULT))
     ap.add_argument("--out", type=Path, help="where the inputs are written (default "
-                    "benchmarks/out/read/; its parent folder must exist)")
+                    "benchmarks/out/read/; its parent folder must exist); locked while the "
+                    "run lasts: another bench_read.py or bench_diff.py run given the same "
+                    "--out is refused, and so is a folder whose file system takes no locks")
     ap.add_argument("--keep", action="store_true", help="keep the inputs afterwards (without it, "
                     "only what this run wrote into --out is removed)")
     args = ap.parse_args()
@@ -171,10 +214,11 @@ def main() -> None:
     out = checked_out(ap, args.out, OUT)
     stop_cleanly()  # SIGTERM and SIGHUP too remove what this run wrote, as Ctrl-C does
 
-    before = entries(out)  # never removed
-    print(f"{'input':>9} {'file MB':>8} | {'gunzip s':>8} {'MB':>6} | {'read s':>7} {'MB':>6} "
-          f"{'members MB':>10}")
+    made, held = hold_out("bench_read.py", out)  # (--out this run's alone until it ends)
+    before = None if made else entries(out)  # never removed
     try:
+        print(f"{'input':>9} {'file MB':>8} | {'gunzip s':>8} {'MB':>6} | {'read s':>7} "
+              f"{'MB':>6} {'members MB':>10}")
         for name in names:
             raise_lost_stop()  # (a stop Python dropped in a finalizer: outdir.stop_cleanly)
             path = make(name, out)
@@ -187,6 +231,7 @@ def main() -> None:
     finally:
         if not args.keep:
             remove_new(out, before)
+        os.close(held)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ the run ends)."""
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import shutil
 import signal
@@ -42,6 +43,60 @@ def checked_out(ap: argparse.ArgumentParser, out: Path | None, default: Path) ->
 def entries(out: Path) -> set[Path] | None:
     """What ``out`` holds before a run (None: it does not exist yet)."""
     return set(out.iterdir()) if out.is_dir() else None
+
+
+#: The benchmark scripts that hold ``--out``'s lock (:func:`hold_out`): one run at a time per
+#: folder, whichever script it is (both write models named ``wN.neff`` there, and each removes
+#: at its end the entries that were not there when it began).
+LOCKING = "bench_diff.py or bench_read.py"
+
+
+def hold_out(tool: str, out: Path) -> tuple[bool, int]:
+    """Make ``--out`` (where it is not there) and hold its exclusive ``flock`` for the whole
+    run: ``(whether this run made it, the descriptor holding the lock)``; closing the
+    descriptor, or the process ending, releases it.  Refused, one line ``TOOL: error: ...``
+    and status 2, before anything is written: a folder another run of :data:`LOCKING`
+    holds (until 2026-12-07 runs sharing one ``--out`` moved their results into each
+    other's, and bench_read.py took no lock: it removed, as its own, what a bench_diff.py
+    run moved in meanwhile), and a folder on a file system that refuses ``flock`` (NFS
+    without its lock manager, some FUSE or SMB mounts), which is removed again where this
+    run made it: runs sharing it could not be kept apart, and a lock file naming a PID
+    cannot be judged stale there (another host's PID means nothing here; until 2026-12-07
+    bench_diff.py went on unlocked).  A shared lock would not do for bench_read.py: it
+    writes its inputs into ``--out`` and removes them, as bench_diff.py does."""
+    try:
+        out.mkdir()
+        made = True
+    except FileExistsError:
+        made = False
+    except OSError as err:
+        _refuse(tool, f"--out {out}: cannot make it: {err.strerror or err}")
+    try:
+        fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as err:
+        _refuse(tool, f"--out {out}: cannot open it: {err.strerror or err}")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        _refuse(tool, f"--out {out}: in use by another {LOCKING} run (it holds the folder's "
+                "lock); give each run its own --out")
+    except OSError as err:
+        os.close(fd)
+        if made:
+            try:
+                out.rmdir()
+            except OSError:
+                pass
+        _refuse(tool, f"--out {out}: its file system takes no locks (flock: "
+                f"{err.strerror or err}), so another run given the same --out could not be "
+                "kept out; give an --out on a file system that takes them (a local one)")
+    return made, fd
+
+
+def _refuse(tool: str, line: str):
+    print(f"{tool}: error: {line}", file=sys.stderr)
+    sys.exit(2)
 
 
 def remove_new(out: Path, before: set[Path] | None) -> None:

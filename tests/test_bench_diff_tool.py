@@ -173,6 +173,7 @@ def test_an_earlier_a_without_a_readable_manifest_is_one_line(tmp_path, manifest
     out, tmp = tmp_path / "diff", tmp_path / "tmp"
     a = out / "w1" / "A"
     a.mkdir(parents=True)
+    (out / "w1" / ".A.bench-diff-whole").touch()  # (marked whole: taken, not made again)
     tmp.mkdir()
     if manifest is not None:
         (a / "manifest.json").write_bytes(manifest)
@@ -181,7 +182,8 @@ def test_an_earlier_a_without_a_readable_manifest_is_one_line(tmp_path, manifest
                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
     m = a / "manifest.json"
     assert (res.returncode, res.stderr) == (1, f"B of w1: {says.format(m=m)}\n")
-    assert _tree(out) == ["w1", "w1/A"] + (["w1/A/manifest.json"] if manifest else [])
+    assert _tree(out) == ["w1", "w1/.A.bench-diff-whole", "w1/A"] + (
+        ["w1/A/manifest.json"] if manifest else [])
     assert os.listdir(tmp) == []  # the run's temporary folder removed
 
 
@@ -390,8 +392,8 @@ def test_an_out_another_run_holds_is_refused_before_anything_is_written(tmp_path
     finally:
         os.close(fd)
     assert (res.returncode, res.stdout, res.stderr) == (
-        2, "", f"bench_diff.py: error: --out {out}: in use by another bench_diff.py run (it "
-               "holds the folder's lock); give each run its own --out\n")
+        2, "", f"bench_diff.py: error: --out {out}: in use by another bench_diff.py or "
+               "bench_read.py run (it holds the folder's lock); give each run its own --out\n")
     assert _tree(out) == ["mine.txt"] and os.listdir(tmp) == []
 
 
@@ -453,7 +455,8 @@ def test_a_run_killed_copying_a_into_out_leaves_no_a_the_next_run_takes(tmp_path
     assert res.returncode == 0, res.stderr
     # (the header's hash and the last instruction of the one 1 MiB member)
     assert res.stdout.splitlines()[-1].split()[-2:] == ["2", "difference(s)"]
-    assert sorted(os.listdir(out / "w1")) == ["A", "last"]
+    assert sorted(os.listdir(out / "w1")) == [
+        ".A.bench-diff-whole", ".last.bench-diff-whole", "A", "last"]
     assert sorted(os.listdir(out / "w1" / "A")) == sorted(os.listdir(out / "w1" / "last"))
 
 
@@ -578,3 +581,151 @@ def test_remove_partial_removes_only_its_own_names(tmp_path):
         p.write_text("x")
     assert sorted(bench_diff.remove_partial(out)) == sorted(left)
     assert all(p.exists() for p in kept) and not any(p.exists() for p in left)
+
+
+#: A process that copies a file or folder (argv: source, destination) as bench_diff.py did
+#: before 2026-12-07 across file systems, into the place itself, and SIGKILLs itself half
+#: way: a file after half its bytes, a folder after its first file
+_KILLED_OLD_COPY = r"""
+import os, shutil, signal, sys
+src, dst = sys.argv[1], sys.argv[2]
+if os.path.isdir(src):
+    copied = []
+    def copy(s, d):
+        if copied:
+            os.kill(os.getpid(), signal.SIGKILL)
+        copied.append(shutil.copy2(s, d))
+    shutil.copytree(src, dst, copy_function=copy)
+else:
+    data = open(src, "rb").read()
+    with open(dst, "wb") as fh:
+        fh.write(data[:len(data) // 2])
+        fh.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*")
+            if p.is_file()}
+
+
+def test_a_half_written_model_a_and_b_of_an_older_run_are_made_again(tmp_path):
+    """A model, an A and a B that a run from before 2026-12-07 left half written (it copied
+    across file systems into their places, and was SIGKILLed: here a process doing just
+    that) are not reused: the model is taken only where its header's size and MD5 are its
+    payload's, A and B only where marked whole (``.NAME.bench-diff-whole``, made once each
+    is in place); each is made again, a note naming it on stderr, and the count is a whole
+    run's (the Left paragraph of the fifty-third session: such an A was taken, the run
+    failing or blaming B)."""
+    whole, out, tmp = tmp_path / "whole", tmp_path / "diff", tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(ROOT))
+    res = subprocess.run([sys.executable, str(TOOL), "--only", "w1", "--out", str(whole),
+                          "--keep"], capture_output=True, text=True, cwd=tmp_path, env=env,
+                         timeout=300)
+    assert (res.returncode, res.stderr) == (0, ""), res.stderr
+    (out / "w1").mkdir(parents=True)
+    for name in ("w1.neff", "w1/A", "w1/last"):
+        killed = subprocess.run([sys.executable, "-c", _KILLED_OLD_COPY, str(whole / name),
+                                 str(out / name)], capture_output=True, timeout=60)
+        assert killed.returncode == -9
+    assert (out / "w1.neff").stat().st_size < (whole / "w1.neff").stat().st_size
+    assert len(_files(out / "w1" / "A")) == 1 and len(_files(out / "w1" / "last")) == 1
+    res = subprocess.run([sys.executable, str(TOOL), "--only", "w1", "--out", str(out),
+                          "--keep"], capture_output=True, text=True, cwd=tmp_path, env=env,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.splitlines() == [
+        f"bench_diff.py: {out / 'w1' / 'A'}: not marked whole (an earlier run's, maybe half "
+        "written); made again",
+        f"bench_diff.py: {out / 'w1.neff'}: not whole (its header's size or MD5 is not its "
+        "payload's); made anew",
+        f"bench_diff.py: {out / 'w1' / 'last'}: not marked whole (an earlier run's, maybe half "
+        "written); made again"]
+    # (the header's hash and the last instruction of the one 1 MiB member, as a whole run)
+    assert res.stdout.splitlines()[-1].split()[-2:] == ["2", "difference(s)"]
+    assert (out / "w1.neff").read_bytes() == (whole / "w1.neff").read_bytes()
+    for name in ("A", "last"):
+        assert _files(out / "w1" / name) == _files(whole / "w1" / name)
+    assert sorted(os.listdir(out / "w1")) == sorted(os.listdir(whole / "w1"))
+    # (marked now: the next run takes all three, says nothing)
+    res = subprocess.run([sys.executable, str(TOOL), "--only", "w1", "--out", str(out),
+                          "--keep"], capture_output=True, text=True, cwd=tmp_path, env=env,
+                         timeout=300)
+    assert (res.returncode, res.stderr) == (0, "")
+
+
+#: A bench_read.py run that, while it holds ``--out`` (at its first measurement), starts a
+#: bench_diff.py run given the same ``--out`` (argv: the benchmarks folder, bench_diff.py,
+#: then bench_read.py's arguments) and prints how it ended
+_READ_WHILE_DIFF = r"""
+import subprocess, sys
+sys.path.insert(0, sys.argv[1])
+import bench_read
+real, tool = bench_read.measure, sys.argv[2]
+def measure(what, path):
+    if what == "gunzip":
+        other = subprocess.run([sys.executable, tool, "--only", "w1", "--out", str(path.parent)],
+                               capture_output=True, text=True)
+        print("OTHER", other.returncode, other.stderr.strip(), flush=True)
+    return real(what, path)
+bench_read.measure = measure
+sys.argv = ["bench_read.py", *sys.argv[3:]]
+bench_read.main()
+"""
+
+
+def test_bench_read_and_bench_diff_on_one_out_take_turns(tmp_path):
+    """bench_read.py holds ``--out``'s lock while it runs, the lock bench_diff.py holds: a
+    bench_diff.py run given the same ``--out`` meanwhile is refused, one line, status 2,
+    and the folder holds bench_read.py's input alone (until 2026-12-07 bench_read.py took
+    no lock: the two wrote the same ``w1.neff``, and each removed at its end, as its own,
+    what the other moved in meanwhile)."""
+    out = tmp_path / "shared"
+    res = subprocess.run([sys.executable, "-c", _READ_WHILE_DIFF, str(TOOL.parent), str(TOOL),
+                          "--only", "w1", "--out", str(out), "--keep"], capture_output=True,
+                         text=True, cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                         timeout=300)
+    assert res.returncode == 0, res.stderr
+    (other,) = [line for line in res.stdout.splitlines() if line.startswith("OTHER ")]
+    assert other == (f"OTHER 2 bench_diff.py: error: --out {out}: in use by another "
+                     "bench_diff.py or bench_read.py run (it holds the folder's lock); give "
+                     "each run its own --out")
+    assert os.listdir(out) == ["w1.neff"]
+
+
+#: A benchmark script run where every ``flock`` is refused, as on a file system without
+#: locks (NFS without its lock manager: ENOLCK); argv: the script, then its arguments
+_NO_LOCKS = r"""
+import errno, fcntl, os, runpy, sys
+def flock(fd, op):
+    raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+fcntl.flock = flock
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("script", ["bench_diff.py", "bench_read.py"])
+@pytest.mark.parametrize("there", [False, True])
+def test_an_out_whose_file_system_takes_no_locks_is_refused(tmp_path, script, there):
+    """``--out`` on a file system that refuses ``flock``: one line, status 2, before
+    anything is written, a folder the run made removed again (until 2026-12-07 bench_diff.py
+    went on unlocked, so runs sharing the folder were not kept apart, and bench_read.py
+    took no lock at all)."""
+    out, tmp = tmp_path / "out", tmp_path / "tmp"
+    tmp.mkdir()
+    if there:
+        out.mkdir()
+        (out / "mine.txt").write_text("kept")
+    res = subprocess.run([sys.executable, "-c", _NO_LOCKS, str(TOOL.parent / script), "--only",
+                          "w1", "--out", str(out)], capture_output=True, text=True,
+                         cwd=tmp_path, env=dict(os.environ, TMPDIR=str(tmp),
+                                                PYTHONPATH=str(ROOT)), timeout=300)
+    assert (res.returncode, res.stdout, res.stderr) == (
+        2, "", f"{script}: error: --out {out}: its file system takes no locks (flock: No "
+               "locks available), so another run given the same --out could not be kept "
+               "out; give an --out on a file system that takes them (a local one)\n")
+    assert (_tree(out) == ["mine.txt"]) if there else not out.exists()
+    assert os.listdir(tmp) == []

@@ -84,3 +84,67 @@ def test_a_relative_out_is_the_starting_folders(tmp_path):
     res = run("--only", "g1", "--out", "read", "--keep", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert sorted(os.listdir(tmp_path / "read")) == ["g1.neff"]
+
+
+def test_an_out_another_run_holds_is_refused_before_anything_is_written(tmp_path):
+    """bench_read.py takes ``--out``'s lock, the one bench_diff.py holds on its own: a folder
+    another run holds is refused in one line, status 2, nothing written, nothing removed
+    (until 2026-12-07 it took no lock, and read, then removed as its own, what a bench_diff.py
+    run was moving into the folder)."""
+    import fcntl
+
+    out = tmp_path / "read"
+    out.mkdir()
+    (out / "mine.txt").write_text("kept")
+    fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # as a running bench_diff.py or bench_read.py holds it
+        res = run("--only", "g1", "--out", str(out))
+    finally:
+        os.close(fd)
+    assert (res.returncode, res.stdout, res.stderr) == (
+        2, "", f"bench_read.py: error: --out {out}: in use by another bench_diff.py or "
+               "bench_read.py run (it holds the folder's lock); give each run its own --out\n")
+    assert os.listdir(out) == ["mine.txt"]
+
+
+#: A process that writes ``bench_read.make(NAME)``'s bytes to a path (argv: the benchmarks
+#: folder, NAME, the path) in place and SIGKILLs itself half way, as a copy or a writer
+#: killed would leave it
+_KILLED_HALF_WAY = r"""
+import os, signal, sys, tempfile
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import bench_read
+data = bench_read.make(sys.argv[2], Path(tempfile.mkdtemp())).read_bytes()
+with open(sys.argv[3], "wb") as fh:
+    fh.write(data[:len(data) // 2])
+    fh.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_an_input_cut_short_is_written_anew(tmp_path):
+    """An input in ``--out`` whose header's size and MD5 are not its payload's (a process
+    killed writing it: here one that writes half and SIGKILLs itself) is written anew, a
+    note on stderr, and measured whole (until 2026-12-07 any file of the name was
+    measured); one that is whole is taken as it is."""
+    out = tmp_path / "read"
+    out.mkdir()
+    killed = subprocess.run([sys.executable, "-c", _KILLED_HALF_WAY, str(TOOL.parent), "w1",
+                             str(out / "w1.neff")], capture_output=True, timeout=60)
+    assert killed.returncode == -9 and 0 < (out / "w1.neff").stat().st_size
+    whole = bench_read.make("w1", tmp_path)  # (in its own folder: tmp_path/w1.neff)
+    assert (out / "w1.neff").stat().st_size < whole.stat().st_size
+    res = run("--only", "w1", "--out", str(out), "--keep")
+    assert res.returncode == 0, res.stderr
+    assert res.stderr == (f"bench_read.py: {out / 'w1.neff'}: not whole (its header's size or "
+                          "MD5 is not its payload's); written anew\n")
+    assert (out / "w1.neff").read_bytes() == whole.read_bytes()
+    read_container(read_file_bytes(out / "w1.neff"))  # the header hash checked too
+    before = os.stat(out / "w1.neff")
+    res = run("--only", "w1", "--out", str(out), "--keep")
+    assert (res.returncode, res.stderr) == (0, "")
+    after = os.stat(out / "w1.neff")
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert bench_read.is_whole(whole) and not bench_read.is_whole(tmp_path / "none.neff")
