@@ -22,7 +22,10 @@ refused, one line, status 2, before it writes anything (``--out OUT: in use by a
 bench_diff.py or bench_read.py run ...``; until 2026-12-07 this script took no lock, so it
 read, and at its end removed, what a bench_diff.py run was moving into the folder), and so
 is a ``--out`` on a file system that refuses ``flock`` (``--out OUT: its file system takes
-no locks ...``).  An input already in ``--out`` is measured again only when its header's
+no locks ...``).  Each input is written to a temporary sibling,
+``.NAME.bench-read-tmp-PID-HEX``, renamed into place once whole; the run that holds the lock
+first removes those killed runs left (and ``NAME.tmp`` of runs from before 2026-12-07, an
+hour unchanged).  An input already in ``--out`` is measured again only when its header's
 size and MD5 match its payload (a file cut short by a kill, or a copy, is written anew).
 """
 
@@ -35,10 +38,14 @@ import io
 import json
 import os
 import random
+import re
+import secrets
+import stat
 import struct
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -48,7 +55,7 @@ DEFAULT = ("w32", "w128", "g40000", "g160000", "z3584")
 
 sys.path.insert(0, str(HERE))
 from outdir import (checked_out, entries, hold_out, raise_lost_stop,  # noqa: E402
-                    remove_new, stop_cleanly, write_new)
+                    remove_new, stop_cleanly)
 
 
 def _c7(n: int = 1024) -> bytes:
@@ -158,8 +165,60 @@ def make(name: str, out: Path = OUT) -> Path:
     else:
         payload = _tar_gz(("zeros.bin", n << 20, True), 9)
     out.mkdir(exist_ok=True)
-    write_new(path, _neff(payload))
+    write_whole(path, _neff(payload))
     return path
+
+
+#: An input being written into ``--out``: ``.NAME.bench-read-tmp-PID-HEX`` beside its place,
+#: renamed to NAME once whole (:func:`write_whole`); one a killed run left is removed by the
+#: next run that holds ``--out``'s lock (:func:`remove_partial`), so no live run's.
+_PARTIAL = re.compile(r"\.[wgz][0-9]+\.neff\.bench-read-tmp-[0-9]+-[0-9a-f]{8}", re.ASCII)
+
+#: The same before 2026-12-07: ``NAME.tmp`` (``outdir.write_new``'s), written by runs that
+#: took no lock: removed only an hour unchanged (no write of an input takes that long).
+_OLD_PARTIAL = re.compile(r"[wgz][0-9]+\.tmp", re.ASCII)
+OLD_STALE_AFTER_S = 3600
+
+
+def write_whole(path: Path, data: bytes) -> None:
+    """``data`` into ``path`` through a temporary sibling (:data:`_PARTIAL`), renamed over
+    ``path`` once whole; whatever stops the write (an error, a stop) removes the sibling,
+    and one a SIGKILL leaves is removed by the next run (until 2026-12-07 ``NAME.tmp`` in
+    ``--out``, which a killed run left for good, counted by later runs as there before)."""
+    tmp = path.parent / f".{path.name}.bench-read-tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def remove_partial(out: Path) -> list[Path]:
+    """Remove what killed runs left half written in ``out``: the temporary siblings of
+    :data:`_PARTIAL`'s shape (called with ``--out``'s lock held, so no live run's), and
+    those of the shape before 2026-12-07 an hour unchanged; regular files only, this
+    user's, nothing else looked at.  Returns what was removed."""
+    removed = []
+    try:
+        names = sorted(os.listdir(out))
+    except OSError:
+        return removed
+    now = time.time()
+    for name in names:
+        old = _OLD_PARTIAL.fullmatch(name) is not None
+        if not (old or _PARTIAL.fullmatch(name)):
+            continue
+        try:
+            st = os.lstat(out / name)
+            if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid()
+                    or (old and now - st.st_mtime <= OLD_STALE_AFTER_S)):
+                continue
+            os.unlink(out / name)
+            removed.append(out / name)
+        except OSError:
+            pass
+    return removed
 
 
 _WORKER = r"""
@@ -215,6 +274,7 @@ def main() -> None:
     stop_cleanly()  # SIGTERM and SIGHUP too remove what this run wrote, as Ctrl-C does
 
     made, held = hold_out("bench_read.py", out)  # (--out this run's alone until it ends)
+    remove_partial(out)  # (a killed run's: not counted as there before)
     before = None if made else entries(out)  # never removed
     try:
         print(f"{'input':>9} {'file MB':>8} | {'gunzip s':>8} {'MB':>6} | {'read s':>7} "

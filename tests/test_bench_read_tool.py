@@ -148,3 +148,47 @@ def test_an_input_cut_short_is_written_anew(tmp_path):
     after = os.stat(out / "w1.neff")
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
     assert bench_read.is_whole(whole) and not bench_read.is_whole(tmp_path / "none.neff")
+
+
+#: bench_read.py SIGKILLed once its first input is written whole into its temporary sibling
+#: in ``--out``, before the rename (argv: the benchmarks folder, then its arguments)
+_KILLED_BEFORE_RENAME = r"""
+import os, signal, sys
+sys.path.insert(0, sys.argv[1])
+import bench_read
+def replace(src, dst):
+    print("TEMP", src, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+bench_read.os.replace = replace
+sys.argv = ["bench_read.py", *sys.argv[2:]]
+bench_read.main()
+"""
+
+
+def test_a_killed_runs_half_written_input_is_removed_by_the_next_run(tmp_path):
+    """An input is written to ``.NAME.bench-read-tmp-PID-HEX`` in ``--out`` and renamed once
+    whole: a run SIGKILLed before the rename leaves that sibling, which the next run (holding
+    the lock, so no live run's) removes; a ``NAME.tmp`` of a run from before 2026-12-07
+    (``outdir.write_new``'s, in ``--out``) an hour unchanged is removed too, a young one and
+    other names kept (until 2026-12-07 ``w1.tmp`` stayed for good, counted by every later run
+    as there before)."""
+    import time
+
+    out = tmp_path / "read"
+    out.mkdir()
+    res = subprocess.run([sys.executable, "-c", _KILLED_BEFORE_RENAME, str(TOOL.parent),
+                          "--only", "g1", "--out", str(out)], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == -9, res.stderr
+    (temp,) = [Path(line[5:]) for line in res.stdout.splitlines() if line.startswith("TEMP ")]
+    assert temp.parent == out and temp.name.startswith(".g1.neff.bench-read-tmp-")
+    assert os.listdir(out) == [temp.name]
+    hour_ago = time.time() - 3700
+    old, young, mine = out / "w1.tmp", out / "w2.tmp", out / "notes.tmp"
+    for p in (old, young, mine):
+        p.write_bytes(b"left")
+    for p in (old, mine):
+        os.utime(p, (hour_ago, hour_ago))
+    res = run("--only", "g1", "--out", str(out), "--keep")
+    assert (res.returncode, res.stderr) == (0, "")
+    assert sorted(os.listdir(out)) == ["g1.neff", "notes.tmp", "w2.tmp"]
