@@ -1531,9 +1531,13 @@ runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
 """
 
 
-def _killed_writing(module: str, *args) -> tuple[subprocess.CompletedProcess, Path]:
+def _killed_writing(module: str, *args, tmpdir: Path
+                    ) -> tuple[subprocess.CompletedProcess, Path]:
+    """Run ``_KILLED_WRITING`` (its temporary folders, a killed golden's too, in ``tmpdir``)."""
+    tmpdir.mkdir(exist_ok=True)
     proc = subprocess.run([sys.executable, "-c", _KILLED_WRITING, module, *map(str, args)],
-                          capture_output=True, text=True, env=env(), cwd=ROOT, timeout=300)
+                          capture_output=True, text=True, env=env(TMPDIR=tmpdir), cwd=ROOT,
+                          timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     (temp,) = [Path(line[5:]) for line in proc.stdout.splitlines() if line.startswith("TEMP ")]
     return proc, temp
@@ -1547,7 +1551,8 @@ def test_a_sigkilled_assemble_leaves_a_temp_the_next_write_of_its_output_removes
     spec, out = tmp_path / "ar2.yaml", tmp_path / "m.neff"
     shutil.copy(FIX / "ar2.yaml", spec)
     out.write_bytes(b"previous")
-    proc, temp = _killed_writing("nrtrewrite", "assemble", spec, "-o", out)
+    proc, temp = _killed_writing("nrtrewrite", "assemble", spec, "-o", out,
+                                 tmpdir=tmp_path.parent / f"{tmp_path.name}-tmp")
     assert temp.parent == tmp_path and temp.exists() and out.read_bytes() == b"previous"
     # (the writer's PID in the name: the process just killed, whose PID is gone)
     pid = int(temp.name[len(".m.neff."):].split("-")[0])
@@ -1566,8 +1571,10 @@ def test_a_sigkilled_golden_leaves_a_temp_the_next_run_removes_written_or_unchan
     temporary file (``GOLDEN`` not written); the next run removes it as it writes
     ``GOLDEN``, and a run that leaves ``GOLDEN`` ``unchanged`` (no write) removes one a
     killed run left too (until 2026-12-07 they stayed)."""
-    golden = tmp_path / "g.tar.gz"
-    _, temp = _killed_writing("nrtrewrite.golden", FIX / "ar2.neff", golden)
+    golden, tmpdir = tmp_path / "g.tar.gz", tmp_path.parent / f"{tmp_path.name}-tmp"
+    _, temp = _killed_writing("nrtrewrite.golden", FIX / "ar2.neff", golden, tmpdir=tmpdir)
+    (killed,) = os.listdir(tmpdir)  # (its nrtrewrite-golden-XXXXXXXX, which a kill leaves)
+    shutil.rmtree(tmpdir / killed)
     assert sorted(os.listdir(tmp_path)) == [temp.name]
     for said in ("written", "unchanged"):
         proc = subprocess.run([sys.executable, "-m", "nrtrewrite.golden", str(FIX / "ar2.neff"),
