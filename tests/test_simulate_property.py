@@ -106,6 +106,47 @@ def _lower_and_simulate(case, topology: str, algo: str) -> None:
             leg, _, leg_engine = clause.partition(":")
             assert legs[leg] == leg_engine.upper(), (legs, algo)
         assert_clean(out, seed=seed)
+        _assert_peer_semaphore_increments_in_peer_order(out)
+
+
+#: docs/FORMATS.md: legs.bin leaf 22 mark_complete (§3), sem.bin subop 21 inc (§7), the
+#: kangaring peer semaphores 144..175 (§7), SoC addresses' local part bits [47:0] (§10)
+MARK_COMPLETE, SEM_INC, PEER_SEMS, LOCAL_AND_DIE = 22, 21, range(144, 176), (1 << 48) - 1
+
+
+def _assert_peer_semaphore_increments_in_peer_order(out: Path) -> int:
+    """A leg that increments the peer semaphores of several unit ranks does so in its entry's
+    peer order, the order its entry handshake's ``mark_complete`` legs post ``entry_post`` on
+    those ranks (docs/FORMATS.md §3.3, §3.4): the simulator cannot tell (an increment's order
+    among its leg's changes nothing it runs), so it is read from the bytes here.  A target is
+    its increment's address less its semaphore's (same window, core and route).  Returns how
+    many legs it checked."""
+    import numpy as np
+    from nrtrewrite.emit import formats as F
+    from nrtrewrite.emit.address import EVT_SEM_STRIDE, decode_sema_address
+    checked = 0
+    for rdir in sorted(out.glob("rank-*")):
+        legs = np.fromfile(rdir / "legs.bin", F.LEG_DTYPE)
+        sem = np.fromfile(rdir / "sem.bin", F.SEM_DTYPE)
+        posted: dict[int, list[int]] = {}  # entry (spad_index) -> handshake targets in order
+        for i, leg in enumerate(legs.tolist()):
+            rec = dict(zip(legs.dtype.names, leg))
+            first = rec["sem_first"]
+            incs = []
+            for ctrl, _value, addr in sem[first:first + rec["sem_count"]].tolist():
+                if ctrl & 0xFF == SEM_INC:
+                    sem_id = decode_sema_address(addr & LOCAL_AND_DIE)[2]
+                    incs.append((sem_id, addr - EVT_SEM_STRIDE * sem_id))
+            entry = posted.setdefault(rec["spad_index"], [])
+            if rec["leaf"] == MARK_COMPLETE:
+                entry.extend(target for _sem, target in incs)
+                continue
+            mine = [target for sem_id, target in incs if sem_id in PEER_SEMS]
+            if len(mine) > 1:
+                at = [entry.index(t) for t in mine]
+                assert at == sorted(at), (rdir.name, "legs.bin record", i, at)
+                checked += 1
+    return checked
 
 
 @st.composite
@@ -124,6 +165,10 @@ def kangaring_cases(draw):
           suppress_health_check=[HealthCheck.too_slow])
 @given(kangaring_cases())
 @example(("all_reduce", list(range(8)), "bf16", "add", 509, 1, 2))  # the least group, LNC 2
+# 3 devices at LNC 1 (units of 4) on 4 channels (1 MiB, 256 KiB a channel: SELECTION.md §7): a
+# rank primary on channel 1 has numbered its channel-0 primary first, so its legs' peer
+# semaphore increments are not in its unit's PEER_RMTV, PEER_RMTV2, PEER_LOCAL order
+@example(("all_reduce", list(range(24)), "fp8_e4", "add", 1 << 20, 2, 1))
 def test_kangaring_forced_simulates_bit_exactly(case):
     _lower_and_simulate(case, "trn2", "kangaring")
 
