@@ -86,16 +86,23 @@ def _count(draw, ranks: int, op: str, cap: int, least: int = 1) -> int:
     return max(1, count // ranks) * ranks if op == "reduce_scatter" else count
 
 
-def _lower_and_simulate(case, topology: str, algo: str) -> None:
+def _lower_and_simulate(case, topology: str, algo: str, *, in_place: bool = False) -> None:
     """Lower ``case`` (op, ranks, dtype, alu, count, seed, lnc) forced to ``algo`` on
-    ``topology`` and simulate it: every trigger matches, and the engine is ``algo``'s."""
+    ``topology`` and simulate it: every trigger matches, and the engine is ``algo``'s.
+    ``in_place``: an all-reduce or reduce-scatter whose dst is its src (a reduce-scatter's
+    OUT the first block of its IN)."""
     import json
     from test_simulate import lower_neff
     from nrtrewrite.neff.assembler import assemble_spec
     op, ranks, dtype, alu, count, seed, lnc = case
+    spec = coll_spec(op, dtype, ranks, count, alu, lnc=lnc)
+    if in_place:
+        sg = spec["subgraphs"][0]
+        sg["vars"] = [{**sg["vars"][0], "type": "tmp-buf"}]  # x_in alone, a dst may write it
+        sg["engines"]["sp"][1][op]["dst"] = "x_in"
     with tempfile.TemporaryDirectory() as d:
         neff = Path(d) / "m.neff"
-        neff.write_bytes(assemble_spec(coll_spec(op, dtype, ranks, count, alu, lnc=lnc)))
+        neff.write_bytes(assemble_spec(spec))
         out = lower_neff(neff, Path(d) / "out", topology=topology, algo=algo)
         trigger = json.loads((out / "manifest.json").read_text())["triggers"][0]
         engine = trigger["algorithm"]
@@ -152,25 +159,33 @@ def _assert_peer_semaphore_increments_in_peer_order(out: Path) -> int:
 @st.composite
 def kangaring_cases(draw):
     """KANGARING: trn2, one node, whole devices, more than 4 ranks at LNC 2 and more than 8
-    at LNC 1, a reduce only ADD."""
+    at LNC 1, a reduce only ADD; the group in any order, a reduce in place or not (an
+    in-place reduce-scatter's unit steps run in group position: docs/DESIGN.md
+    "Kangaring")."""
     op = draw(st.sampled_from(["all_reduce", "all_gather", "reduce_scatter"]))
     lnc = draw(st.sampled_from([1, 2]))
     n = TRN2_DEVICE[lnc] * draw(st.integers(2, 4))
+    ranks = draw(st.one_of(st.just(list(range(n))), st.permutations(list(range(n)))))
     dtype = draw(st.sampled_from(ANY_DTYPES if op == "all_gather" else REDUCE_DTYPES))
     count = _count(draw, n, op, 4096 if op == "all_gather" else 16384)
-    return op, list(range(n)), dtype, "add", count, draw(st.integers(0, 2**31 - 1)), lnc
+    in_place = op != "all_gather" and draw(st.booleans())
+    return (op, ranks, dtype, "add", count, draw(st.integers(0, 2**31 - 1)), lnc), in_place
 
 
 @settings(max_examples=examples(4), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(kangaring_cases())
-@example(("all_reduce", list(range(8)), "bf16", "add", 509, 1, 2))  # the least group, LNC 2
+@example((("all_reduce", list(range(8)), "bf16", "add", 509, 1, 2), False))  # least, LNC 2
 # 3 devices at LNC 1 (units of 4) on 4 channels (1 MiB, 256 KiB a channel: SELECTION.md §7): a
 # rank primary on channel 1 has numbered its channel-0 primary first, so its legs' peer
 # semaphore increments are not in its unit's PEER_RMTV, PEER_RMTV2, PEER_LOCAL order
-@example(("all_reduce", list(range(24)), "fp8_e4", "add", 1 << 20, 2, 1))
-def test_kangaring_forced_simulates_bit_exactly(case):
-    _lower_and_simulate(case, "trn2", "kangaring")
+@example((("all_reduce", list(range(24)), "fp8_e4", "add", 1 << 20, 2, 1), False))
+# in place over a group out of order: each unit step's leg of group position 0 reads the block
+# the others write
+@example((("reduce_scatter", [7, 6, 5, 4, 3, 2, 1, 0], "bf16", "add", 8 * 509, 3, 2), True))
+def test_kangaring_forced_simulates_bit_exactly(drawn):
+    case, in_place = drawn
+    _lower_and_simulate(case, "trn2", "kangaring", in_place=in_place)
 
 
 @st.composite
