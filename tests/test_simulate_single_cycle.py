@@ -17,6 +17,7 @@ fixture asserts them first."""
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 
 import pytest
@@ -283,3 +284,115 @@ def test_single_cycle_on_a_leg_of_another_engine_or_missing_is_refused(hier3_out
     assert _typed_refusal(out) == (f"{out / 'manifest.json'}: field triggers[0].hier.legs[1]"
                                    '.plans[0].single_cycle.steps_per_group: must be an integer, '
                                    'not "2"')
+
+
+# ---------------------------------------------------------------- legs.bin half, ring_step
+
+@pytest.fixture(scope="module")
+def scr2_out(tmp_path_factory) -> Path:
+    """A bf16 all-reduce of 1 Mi elements over ranks 0 and 1 forced to SINGLE_CYCLE_RING:
+    chunks of 262144 elements (seed 001 §2), one chunk channel, so a chunk group holds
+    2 x 262144 = 524288 elements and there are two (pgta 2); CW channel 0 and CCW channel 1
+    both ordered [0, 1] (the reversed ring [1, 0] from rank 0); n = 2: arcs [1, 0]."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 2, 1 << 20),
+                     tmp_path_factory.mktemp("scr2") / "o", algo="single_cycle_ring")
+    t = trigger0(out)
+    assert t["chunk"] == {"channels": 1, "chunk_size_n": 262144, "pgta": 2,
+                          "tail_chunk": 262144}
+    assert t["channels"] == [{"channel": 0, "order": [0, 1]}, {"channel": 1, "order": [0, 1]}]
+    assert t["single_cycle"] == {"pairs": [[0, 1]], "arcs": [1, 0], "steps_per_group": 2}
+    return out
+
+
+def _set_leg_field(out: Path, rank: int, record: int, offset: int, fmt: str, value: int,
+                   want: tuple) -> None:
+    """Rank ``rank``'s legs.bin record ``record`` is ``want`` (channel, leaf, half,
+    ring_step, elem_start, num_elements: FORMATS §3's offsets 6, 12, 13, 60, 48, 56); its
+    field at ``offset`` (``fmt``) is set to ``value``; re-hashed."""
+    p = out / f"rank-{rank:04d}" / "legs.bin"
+    b = bytearray(p.read_bytes())
+    base = 64 * record
+    got = (b[base + 6], b[base + 12], b[base + 13], struct.unpack_from("<I", b, base + 60)[0],
+           struct.unpack_from("<Q", b, base + 48)[0], struct.unpack_from("<I", b, base + 56)[0])
+    assert got == want
+    struct.pack_into(fmt, b, base + offset, value)
+    p.write_bytes(bytes(b))
+    rehash(out)
+
+
+HALF_WHY = ("(a SINGLE_CYCLE_RING trigger chunks as the ring: docs/DESIGN.md \"Leg layouts\")")
+STEP_WHY = "(docs/DESIGN.md \"Single-cycle ring\", FORMATS §3)"
+
+
+@pytest.mark.parametrize("record, leg, says", [
+    # CW send of rank 1's chunk in group 1: [524288 + 262144, + 262144) is position 1's
+    # chunk, its second half from 786432 + 131072
+    (7, (0, 1, 1, 2, 917504, 131072), "half should be 1, not 0: elements [917504, 1048576) "
+     "are half 1 of their chunk"),
+    # CCW direct_copy_send of rank 0's own chunk (position 0) in group 1: its first half
+    (16, (1, 5, 0, 4, 524288, 131072), "half should be 0, not 1: elements [524288, 655360) "
+     "are half 0 of their chunk"),
+])
+def test_a_single_cycle_legs_half_is_the_half_chunk_its_elements_sit_in(
+        scr2_out, tmp_path, record, leg, says):
+    """FORMATS §3 ``half``: the half-chunk of the leg; a flat SINGLE_CYCLE_RING trigger
+    chunks as the ring does (docs/DESIGN.md "Leg layouts"), so the leg's elements name it,
+    as a flat RING leg's.  The other half, in range, simulated as a match until 2026-12-07
+    (docs/SIMULATOR.md §7 had it range-checked only)."""
+    out = copy(scr2_out, tmp_path)
+    _set_leg_field(out, 0, record, 13, "<B", 1 - leg[2], leg)
+    assert refused(out) == (f"{out / 'rank-0000'}: field half, rank 0, artifact legs.bin, "
+                            f"record {record}: {says} {HALF_WHY}")
+
+
+@pytest.mark.parametrize("record, leg, value, says", [
+    # CW send of position 1's chunk (root rank 1, 1 hop ahead on channel 0) in group 1:
+    # step h_cw - 1 = 0; the CW channel's steps are 0 and 1 (the root's recv_reduce_copy),
+    # so 2 a group: 0 + 1 x 2
+    (6, (0, 1, 0, 2, 786432, 131072), 0, "ring_step should be 2, the single-cycle schedule's, "
+     "not 0: send of elements [786432, 917504) on the CW channel, the partial 1 hop from its "
+     "root: step h_cw - 1 = 0 of chunk group 1 (2 steps a group on this channel; h_cw 1, "
+     "2 ranks)"),
+    # CW recv_reduce_copy at the root (position 0, rank 0 itself): step h_cw = 1; 1 + 1 x 2
+    (8, (0, 3, 0, 3, 524288, 131072), 1, "ring_step should be 3, the single-cycle schedule's, "
+     "not 1: recv_reduce_copy of elements [524288, 655360) on the CW channel, the chunk's "
+     "root: step h_cw = 1 of chunk group 1 (2 steps a group on this channel; h_cw 1, "
+     "2 ranks)"),
+    # CCW direct_recv of position 1's result: its root is 1 hop ahead on channel 1, so 2 - 1
+    # = 1 behind: step h_cw + 1 = 2; the CCW channel's steps are 1 (the root's
+    # direct_copy_send) and 2, so 3 a group: 2 + 1 x 3
+    (18, (1, 7, 0, 5, 786432, 131072), 4, "ring_step should be 5, the single-cycle schedule's, "
+     "not 4: direct_recv of elements [786432, 917504) on the CCW channel, the result from its "
+     "root, 1 hop behind: step h_cw + 1 = 2 of chunk group 1 (3 steps a group on this "
+     "channel; h_cw 1, 2 ranks)"),
+])
+def test_a_single_cycle_legs_ring_step_is_its_schedules(
+        scr2_out, tmp_path, record, leg, value, says):
+    """FORMATS §3 ``ring_step``: the step within the chunk group + the group x (1 + the
+    channel's largest step); docs/DESIGN.md "Single-cycle ring" fixes a SINGLE_CYCLE_RING
+    leg's step from what the simulator reads: with its chunk's root (the member at the
+    chunk position of ``elem_start``) ``i`` hops ahead on the channel's ring, ``h_cw - i`` on
+    the way to the root, ``h_cw`` at it and ``h_cw + n - i`` coming back.  Another value in
+    range simulated as a match until 2026-12-07."""
+    out = copy(scr2_out, tmp_path)
+    _set_leg_field(out, 0, record, 60, "<I", value, leg)
+    assert refused(out) == (f"{out / 'rank-0000'}: field ring_step, rank 0, channel "
+                            f"{leg[0]}, artifact legs.bin, record {record}: {says} {STEP_WHY}")
+
+
+def test_a_five_rank_single_cycle_ring_step_on_a_rank_before_the_root(tmp_path):
+    """Five ranks (arcs [2, 2]), 5000 elements: one chunk group of five 1000-element chunks
+    (halves of 500).  Rank 1's recv_reduce_send of position 2's second half, [2500, 3000),
+    passes the partial on toward rank 2, 1 hop ahead on the CW ring [0..4]: step h_cw - 1 = 1
+    of group 0 (legs.bin record 5, after the handshake's two legs and the send of position
+    3's halves)."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 5, 5000), tmp_path / "o",
+                     algo="single_cycle_ring")
+    assert trigger0(out)["single_cycle"]["arcs"] == [2, 2]
+    _set_leg_field(out, 1, 5, 60, "<I", 0, (0, 2, 1, 1, 2500, 500))
+    assert refused(out) == (
+        f"{out / 'rank-0001'}: field ring_step, rank 1, channel 0, artifact legs.bin, record 5: "
+        "ring_step should be 1, the single-cycle schedule's, not 0: recv_reduce_send of "
+        "elements [2500, 3000) on the CW channel, the partial 1 hop from its root: step "
+        f"h_cw - 1 = 1 of chunk group 0 (5 steps a group on this channel; h_cw 2, 5 ranks) "
+        f"{STEP_WHY}")

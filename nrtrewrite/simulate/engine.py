@@ -328,6 +328,9 @@ class Simulator:
             check_ring_pairing(self.programs)
         except SimulationError as exc:
             raise exc.at(file=str(self.out / rank_dir_name(exc.where.rank))) from None
+        for r in ranks:  # the checks that wait for the pairing (RankProgram.late_error)
+            if self.programs[r].late_error is not None:
+                raise self.programs[r].late_error.at(file=str(self.out / rank_dir_name(r)))
         self.files = {}  # the decoded programs hold everything the run needs
 
     def _subgraph_index(self) -> dict[str, int] | None:

@@ -295,6 +295,7 @@ class RankDecoder:
         self.rf = rf
         self.rank = rf.rank
         self.a = rf.arrays
+        self.late_error: SimulationError | None = None  # see RankProgram.late_error
 
     def fail(self, why: str, artifact: str, record: int | None = None, field_: str | None = None,
              **kw) -> SimulationError:
@@ -346,6 +347,10 @@ class RankDecoder:
         self.check_tpinc()
         self.check_sb2sb()
         self.check_composed_steps()
+        try:  # (raised by the run's loader after the ring pairing: check_single_cycle_legs)
+            self.check_single_cycle_legs()
+        except SimulationError as exc:
+            self.late_error = exc
         return self.build()
 
     # ------------------------------------------------------------------ SPAD
@@ -749,6 +754,97 @@ class RankDecoder:
                         f"an entry of {_alg_name(int(at[i]))}: each composed leg has its own "
                         "step, in order (FORMATS §3)", "legs.bin", i, "ring_step",
                         channel=int(L["channel"][i]))
+
+    def check_single_cycle_legs(self) -> None:
+        """FORMATS §3 ``half`` and ``ring_step`` of a flat SINGLE_CYCLE_RING entry's ring
+        leaves, fixed by what the simulator reads (docs/DESIGN.md "Single-cycle ring"): the
+        trigger chunks as the ring does, so ``half`` is the half-chunk that holds the leg's
+        elements (TriggerSpec.half_of, as a flat RING leg's); the chunk position of its
+        ``elem_start`` names the chunk's root, the group member there, ``i`` hops ahead of
+        this rank on the channel's own ring (a CCW channel's order is the reversed ring), and
+        over n ranks with ``h_cw`` = ``single_cycle.arcs[0]`` the leg's step within its chunk
+        group is ``h_cw - i`` for the partial on its way to the root (``send``,
+        ``recv_reduce_send``), ``h_cw`` at the root (``i`` 0) and ``h_cw + n - i`` for the
+        result coming back (``direct_recv_send``, ``direct_recv``); ``ring_step`` is that
+        plus the chunk group x (1 + the channel's largest step), as on every ring channel.
+        A channel whose ring leaves include one of another role (a ``send`` at the root) is
+        left to the run, which names the leaf.  Checked last: its error is raised only after
+        the ring pairing (:func:`check_ring_pairing`, the run's loader), as a leg whose
+        ``elem_start`` or ``num_elements`` moved is named for it there (a ``direct_recv``,
+        without data) or by the 0xBF and BD checks before (a data leg), not at ``half``.
+        Until 2026-12-07 both were range-checked only: a flip to another value in range
+        simulated as a match."""
+        L = self.a["legs.bin"]
+        if not L.size:
+            return
+        art = "legs.bin"
+        scr = int(EncAlgType.SINGLE_CYCLE_RING)
+        flat = np.array([t.algorithm == "SINGLE_CYCLE_RING" and leg == "flat"
+                         for t, leg in zip(self.entry_trigger, self.entry_leg)], bool) \
+            & (self.algo_type == scr)
+        leaf, spi, ch = self.leaf, self.spi, self.ch
+        sel = np.flatnonzero(np.isin(leaf, list(RING_LEAVES)) & flat[spi])
+        if not sel.size:
+            return
+        start = L["elem_start"].astype(np.int64)
+        count = L["num_elements"].astype(np.int64)
+        half, got = L["half"].astype(np.int64), L["ring_step"].astype(np.int64)
+        want_half = np.full(L.size, -2, np.int64)
+        s = np.zeros(L.size, np.int64)  # step within the chunk group (0 off sel)
+        g = np.zeros(L.size, np.int64)
+        hops = np.full(L.size, -1, np.int64)
+        checked = np.zeros(L.size, bool)
+        before = np.isin(leaf, (int(Leaf.send), int(Leaf.recv_reduce_send)))
+        after = np.isin(leaf, _ALL_GATHER_PHASE)
+        at_root = np.isin(leaf, (DIRECT_RECV, int(Leaf.recv_reduce_copy),
+                                 int(Leaf.recv_reduce_copy_send), int(Leaf.direct_copy_send),
+                                 DIRECT_COPY))
+        cut = np.flatnonzero(np.diff(spi[sel])) + 1  # sel is in legs.bin order: by entry
+        for m in np.split(sel, cut):
+            t = self.entry_trigger[int(spi[m[0]])]
+            n, h_cw = len(t.group), t.single_cycle[1][0]
+            want_half[m] = t.half_of(start[m], count[m])
+            chans, at = np.unique(ch[m], return_inverse=True)
+            rings = np.stack([h if h is not None else np.full(n, -1, np.int64)
+                              for h in (t.ring_hops(c, self.rank) for c in chans.tolist())])
+            g[m], pos = t.chunk_of(start[m])
+            i = rings[at, np.clip(pos, 0, n - 1)]
+            hops[m] = i
+            s[m] = np.where(i == 0, h_cw, np.where(before[m], h_cw - i, h_cw + n - i))
+            checked[m] = (i >= 0) & np.where(i == 0, at_root[m], before[m] | after[m])
+        self.check((want_half >= -1) & (half != want_half), lambda i: (
+            f"half should be {want_half[i]}, not {half[i]}: elements [{start[i]}, "
+            f"{start[i] + count[i]}) are half {want_half[i]} of their chunk (a "
+            "SINGLE_CYCLE_RING trigger chunks as the ring: docs/DESIGN.md \"Leg layouts\")"
+            if want_half[i] >= 0 else
+            f"the elements [{start[i]}, {start[i] + count[i]}) of a half {half[i]} leg are not "
+            "inside one half-chunk of the trigger's chunk layout"), art, "half")
+        gid, gfirst = self.group_of, self.group_first
+        # a channel (its (entry, channel) group of legs.bin) with a ring leaf of another role
+        # is not checked: its largest step is not known
+        odd = np.zeros(gfirst.size, bool)
+        np.logical_or.at(odd, gid[sel], ~checked[sel])
+        spg = np.maximum.reduceat(np.where(leaf == MARK_END, 0, s + 1), gfirst)
+        want = np.where(checked & ~odd[gid], s + g * spg[gid], -1)
+        bad = _first((want >= 0) & (got != want))
+        if bad is None:
+            return
+        t = self.entry_trigger[int(spi[bad])]
+        pairs = t.single_cycle[0]
+        way = "CW" if any(int(ch[bad]) == p[0] for p in pairs) else "CCW"
+        i, n = int(hops[bad]), len(t.group)
+        rule = ("the chunk's root: step h_cw" if i == 0 else
+                f"the partial {i} hop{'s' if i != 1 else ''} from its root: step h_cw - {i}"
+                if before[bad] else
+                f"the result from its root, {n - i} hop{'s' if n - i != 1 else ''} behind: "
+                f"step h_cw + {n - i}")
+        lf = LEAF_NAMES.get(int(leaf[bad]), int(leaf[bad]))
+        raise self.fail(f"ring_step should be {want[bad]}, the single-cycle schedule's, not "
+                        f"{got[bad]}: {lf} of elements [{start[bad]}, {start[bad] + count[bad]})"
+                        f" on the {way} channel, {rule} = {s[bad]} of chunk group {g[bad]} "
+                        f"({spg[gid[bad]]} steps a group on this channel; h_cw "
+                        f"{t.single_cycle[1][0]}, {n} ranks) (docs/DESIGN.md \"Single-cycle "
+                        "ring\", FORMATS §3)", art, int(bad), "ring_step", channel=int(ch[bad]))
 
     def _check_ring_steps(self, L: np.ndarray, sel: np.ndarray, gfirst: np.ndarray,
                           gid: np.ndarray) -> None:
@@ -1974,7 +2070,8 @@ class RankDecoder:
             l_channel=self.ch.astype(np.int16), l_proxy_sends=self.l_proxy_sends.astype(np.int32),
             s_wait=subop == WAIT, s_rank=trank.astype(np.int32), s_sid=sid.astype(np.int16),
             s_val=val.astype(np.uint32), runs=runs,
-            l_elem=L["elem_start"].astype(np.int64), l_num=L["num_elements"].copy())
+            l_elem=L["elem_start"].astype(np.int64), l_num=L["num_elements"].copy(),
+            late_error=self.late_error)
         if seq.any():
             prog.bds_arrays = (self.bd_leg, self.bd_first, self.bd_dir, self.bd_stream,
                                self.bd_rank, self.bd_reg, self.bd_soff, self.bd_len)
@@ -2029,6 +2126,9 @@ class RankProgram:
     l_elem: np.ndarray  # elem_start of each leg
     l_num: np.ndarray  # num_elements of each leg
     bds_arrays: tuple | None = None
+    #: the error of a check the loader raises after the ring pairing (the rank's flat
+    #: SINGLE_CYCLE_RING half and ring_step: RankDecoder.check_single_cycle_legs), or None
+    late_error: SimulationError | None = None
 
     def waits_of(self, first: int, count: int, wait: bool = True) -> list[tuple[int, int]]:
         """(rank, semaphore) pairs waited on (``wait``; else increased) by legs
