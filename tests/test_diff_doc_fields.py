@@ -20,8 +20,8 @@ from click.testing import CliRunner
 
 from nrtrewrite.cli import main
 from nrtrewrite.neff.container import build_container, read_container
-from test_formats_doc_tables import (SPAD_OVERLAY, STORED_NAMES, _tables, doc_bit_rows,
-                                     doc_byte_fields)
+from test_formats_doc_tables import (SPAD_OVERLAY, STORED_NAMES, doc_bit_rows,
+                                     doc_byte_fields, doc_kick_fields)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -76,20 +76,12 @@ def _split_word(name: str, k: int) -> tuple[int, int] | None:
 
 
 def _kick_fields() -> dict[int, str]:
-    """byte -> field of a TOPSP_KICK word by FORMATS §9's table; ``reserved`` 20..63 as
-    diff names a run of it, ``reserved[K:K+1]`` for the one byte K."""
-    (head, rows), = [t for t in _tables("## 9. The rewritten NEFF") if t[0][0] == "offset"]
-    sizes = {"u8": 1, "u16": 2, "u32": 4}
-    out = {}
-    for cells in rows:
-        lo, _, hi = cells[0].partition("..")
-        lo = int(lo)
-        hi = int(hi) if hi else lo + sizes[cells[1]] - 1
-        for k in range(lo, hi + 1):
-            assert k not in out, k
-            out[k] = f"{cells[2]}[{k}:{k + 1}]" if cells[2] == "reserved" else cells[2]
-    assert sorted(out) == list(range(64))
-    return out
+    """byte -> the name ``diff`` gives a TOPSP_KICK word's byte by FORMATS §9's tables
+    (:func:`doc_kick_fields`): the SYNC bytes by the common header's names, ``wait_mode``
+    (FORMATS §9: diff names them as the header of every instruction word, CLI.md "diff"),
+    ``reserved`` 20..63 as diff names a run of it, ``reserved[K:K+1]`` for the one byte K."""
+    return {k: f"{v}[{k}:{k + 1}]" if v == "reserved" else v.removeprefix("sync.")
+            for k, v in doc_kick_fields().items()}
 
 
 def _diff_fields(a: Path, b: Path) -> dict[tuple[str, int], set[str]]:

@@ -209,6 +209,58 @@ def doc_layout_rows(rows: list[list[str]]) -> list[tuple[int, int, None, str]]:
     return [(int(c[0]), _type_size(c[1]), None, c[2]) for c in rows]
 
 
+#: FORMATS §9 tables the TOPSP_KICK word, then the SYNC type of its ``sync`` row
+KICK_SECTION = "## 9. The rewritten NEFF"
+
+
+def doc_kick_fields() -> dict[int, str]:
+    """byte -> field of a TOPSP_KICK word as FORMATS §9 tables it: the ``sync`` row's SYNC
+    bytes by the SYNC table after the word's, nested as ``sync.wait_mode`` (as TENSOR3D's are
+    ``src.start_addr``); ``reserved`` for bytes 20..63.  Each of the 64 bytes once."""
+    (_, rows), (_, sync_rows) = [t for t in _tables(KICK_SECTION)
+                                 if t[0][:2] == ["offset", "type"]]
+    out: dict[int, str] = {}
+
+    def put(lo: int, size: int, field: str) -> None:
+        for k in range(lo, lo + size):
+            assert k not in out, (k, out[k], field)
+            out[k] = field
+
+    for cells in rows:
+        lo, _, hi = cells[0].partition("..")
+        if cells[1] == "SYNC":
+            for sub_off, size, _, sub in doc_layout_rows(sync_rows):
+                put(int(lo) + sub_off, size, f"{cells[2]}.{sub}")
+        else:
+            put(int(lo), int(hi) + 1 - int(lo) if hi else _type_size(cells[1]), cells[2])
+    assert sorted(out) == list(range(64))
+    return out
+
+
+def test_the_kick_word_table_nests_the_sync_fields_as_kick_dtype():
+    """FORMATS §9 lists the sync fields (bytes 4..11) nested under ``sync``, as
+    emit/formats.py's KICK_DTYPE holds them (KICK_SYNC_DTYPE): one layout, the same names
+    (until 2026-12-07 the table listed them one by one, ``wait_mode`` at 4, while the dtype
+    nests them).  The reserved bytes 20..63 are the dtype's ``reserved_20``."""
+    from nrtrewrite.emit import formats as F
+
+    def walk(dtype, base: int = 0, prefix: str = ""):
+        for name in dtype.names:
+            sub, off = dtype.fields[name][:2]
+            if sub.names:
+                yield from walk(sub, base + off, f"{prefix}{name}.")
+            else:
+                for k in range(sub.itemsize):
+                    yield base + off + k, prefix + name
+
+    doc = doc_kick_fields()
+    assert [doc[k] for k in range(4, 12)] == (
+        ["sync.wait_mode", "sync.wait_idx", "sync.update_mode", "sync.update_idx"]
+        + ["sync.semaphore_value"] * 4)
+    assert dict(walk(F.KICK_DTYPE)) == {k: "reserved_20" if v == "reserved" else v
+                                        for k, v in doc.items()}
+
+
 def doc_byte_fields(name: str, overlay: bool = False) -> dict[int, str]:
     """byte -> the field FORMATS.md puts it in, as ``dump`` and ``diff`` name stored fields:
     a byte of a word split into bit fields by the word's stored name (:data:`STORED_NAMES`),

@@ -69,13 +69,12 @@ def test_every_record_is_laid_out_as_its_formats_table():
 
 def test_the_kick_word_is_laid_out_as_formats_section_9():
     """F.KICK_DTYPE (the one TOPSP_KICK layout bundle, diff and simulate use, review 53e) puts
-    every byte in the field FORMATS §9's table does, the sync fields grouped as ``sync``, the
-    reserved bytes 20..63 as ``reserved_20``; TopspKick has its size and builds a2 10."""
-    from test_diff_doc_fields import _kick_fields
-    doc = {k: "reserved_20" if v.startswith("reserved[") else v
-           for k, v in _kick_fields().items()}
-    got = {k: v.removeprefix("sync.") for k, v in _dtype_byte_fields(F.KICK_DTYPE).items()}
-    assert got == doc
+    every byte in the field FORMATS §9's tables do, the sync fields nested as ``sync`` in
+    both, the reserved bytes 20..63 as ``reserved_20``; TopspKick has its size and builds
+    a2 10."""
+    from test_formats_doc_tables import doc_kick_fields
+    doc = {k: "reserved_20" if v == "reserved" else v for k, v in doc_kick_fields().items()}
+    assert _dtype_byte_fields(F.KICK_DTYPE) == doc
     assert F.KICK_DTYPE.itemsize == F.TopspKick.sizeof() == len(doc) == 64
     assert _row("## 9. The rewritten NEFF", "opcode")[3].startswith("0xA2")
     raw = F.TopspKick.build(dict(sync=dict(wait_mode=0, wait_idx=0, update_mode=0,
