@@ -37,6 +37,7 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from nrtrewrite.memtune import frozen_gc
@@ -172,8 +173,8 @@ def _producer(tasks, results, size: int) -> None:
                 results.send((_RING, k, head - len(blob), len(blob), dt))
             else:  # no room in the ring now: through the pipe
                 results.send((_PIPE, k, blob, len(blob), dt))
-        except OSError:  # the consumer closed its end: stop
-            return
+        except (OSError, MemoryError):  # the consumer closed its end, or no memory to send
+            return  # the result: stop (the consumer computes what is not delivered itself)
 
 
 class ForkAhead:
@@ -364,8 +365,9 @@ def _call() -> None:
         blob = b"-"
     try:
         conn.send_bytes(blob)
-    except OSError:  # the caller is gone
-        pass
+    except (OSError, MemoryError):  # the caller is gone, or no memory to send the result:
+        pass  # ended quietly, the caller computes it itself (until 2026-12-07 a MemoryError
+        # here printed a traceback, and the run went on to exit 0)
 
 
 class WorkerLost(RuntimeError):
@@ -469,11 +471,14 @@ class ForkPool:
         n = len(items)
         sent = 0  # items[:sent] are handed out
         held: dict[int, int] = {}  # worker index -> position of the item it works on
-        got: dict[int, tuple[bool, Any]] = {}  # position -> (ok, result or exception)
+        # position -> (True, result), (False, (exception, traceback text, its chain)) or,
+        # for a worker lost, (None, the exception to raise)
+        got: dict[int, tuple[bool | None, Any]] = {}
+        stopped = False  # a worker was lost: nothing more is handed out
 
         def hand_out(w: int) -> None:
-            nonlocal sent
-            if sent < n:
+            nonlocal sent, stopped
+            if sent < n and not stopped:
                 try:
                     self.workers[w][1].send(items[sent])
                 except (BrokenPipeError, ConnectionResetError):
@@ -481,18 +486,36 @@ class ForkPool:
                     # its previous item, or before its first); reaped for its exit status
                     proc = self.workers[w][0]
                     proc.join()
-                    raise WorkerLost(items[sent], proc.exitcode, handed=False) from None
+                    got[sent] = (None, WorkerLost(items[sent], proc.exitcode, handed=False))
+                    sent += 1
+                    stopped = True
+                    return
                 held[w] = sent
                 sent += 1
 
-        def lost(w: int) -> WorkerLost:
+        def lose(w: int) -> None:
+            """Worker ``w`` is gone without the result of the item it held: recorded at
+            that item's place, raised when its turn comes."""
+            nonlocal stopped
             proc = self.workers[w][0]
             proc.join()
-            return WorkerLost(items[held[w]], proc.exitcode)
+            k = held.pop(w)
+            if proc.exitcode == OUT_OF_MEMORY:  # no memory to send its result back
+                err: BaseException = MemoryError(
+                    f"the worker process ran out of memory sending back the result of item "
+                    f"{items[k]!r:.200}")
+            else:
+                err = WorkerLost(items[k], proc.exitcode)
+            got[k] = (None, err)
+            stopped = True
 
         for w in range(len(self.workers)):
             hand_out(w)
         for k in range(n):
+            # (a worker lost stops the hand-out; the items before its own are still waited
+            # for, so the first failure in item order is raised whatever the timing: until
+            # 2026-12-07 a death was raised the moment it was seen, ahead of an earlier
+            # item's exception already received)
             while k not in got:
                 by_conn = {self.workers[w][2]: w for w in held}
                 by_sentinel = {self.workers[w][0].sentinel: w for w in held}
@@ -506,17 +529,23 @@ class ForkPool:
                         # used, and the poll() serves a platform that orders otherwise
                         if w not in held or self.workers[w][2].poll():
                             continue
-                        raise lost(w)
+                        lose(w)
+                        continue
+                    if w not in held:  # (lost meanwhile, this round)
+                        continue
                     try:
                         ok, value = obj.recv()
                     except (EOFError, OSError):
-                        raise lost(w) from None
+                        lose(w)
+                        continue
                     got[held.pop(w)] = (ok, value)
                     hand_out(w)
             ok, value = got.pop(k)
+            if ok is None:
+                raise value
             if not ok:
-                err, tb = value
-                err.__cause__ = RemoteTraceback(tb)  # shown by --traceback
+                err, tb, *rest = value
+                err.__cause__ = _remote_cause(tb, rest[0] if rest else ())
                 raise err
             yield items[k], value
 
@@ -538,10 +567,67 @@ class ForkPool:
         self.close()
 
 
+#: The exit status of a :class:`ForkPool` worker that had no memory to send its result back
+#: (EX_OSERR, as the CLI's for the system refusing memory): :meth:`ForkPool.imap` raises
+#: ``MemoryError`` for it.  It exits rather than sending a smaller reply: a send that failed
+#: part way would leave the pipe in the middle of a message.
+OUT_OF_MEMORY = 71
+#: The most exceptions of a worker's exception's chain sent back with it.
+CHAIN_MAX = 32
+
+
+def _remote_cause(tb: str, chain: Sequence[BaseException]) -> "RemoteTraceback":
+    """The ``__cause__`` :meth:`ForkPool.imap` gives a worker's exception: the worker's
+    traceback text, and below it, as its ``__context__`` (not printed: the text holds them),
+    the exceptions the worker's was raised from or during, innermost last, which the CLI's
+    classification reads as in one process (a ``MemoryError`` among them: status 71; a
+    ``KeyboardInterrupt``: an interruption, 130).  Until 2026-12-07 the chain was lost, and
+    ``lower -j 2`` gave 70 where ``-j 1`` gave 71 or 130."""
+    cause = RemoteTraceback(tb)
+    below: BaseException = cause
+    for e in chain:
+        below.__context__ = e
+        below.__suppress_context__ = True
+        below = e
+    return cause
+
+
+def _failure(err: BaseException) -> tuple[BaseException, str, tuple[BaseException, ...]]:
+    """What a worker sends back for ``err``, raised by ``fn``: the exception (as
+    :func:`_sendable` makes it), its traceback text and the exceptions it was raised from
+    or during (``__cause__``, else ``__context__``, as the CLI walks them), each sendable."""
+    chain: list[BaseException] = []
+    seen = {id(err)}
+    cur = err.__cause__ or err.__context__
+    while cur is not None and id(cur) not in seen and len(chain) < CHAIN_MAX:
+        seen.add(id(cur))
+        chain.append(_sendable(cur))
+        cur = cur.__cause__ or cur.__context__
+    return _sendable(err), traceback.format_exc(), tuple(chain)
+
+
+def _reply_bytes(reply: tuple, item: Any) -> bytes:
+    """``reply`` pickled as a connection sends it; a reply that cannot be pickled (a lock in
+    the result, a recursion too deep) is replaced by a ``RuntimeError`` naming the item."""
+    try:
+        return ForkingPickler.dumps(reply)
+    except MemoryError:
+        raise
+    except Exception as err:  # noqa: BLE001 - whatever pickling raises
+        # the shape imap unpacks, (exception, traceback text, chain); the item, not the
+        # result's repr (which may be megabytes), names what failed
+        what = reply[1] if reply[0] else reply[1][0]
+        why = RuntimeError(f"the result of item {item!r:.200} could not be sent back "
+                           f"({'a result' if reply[0] else 'an exception'} of type "
+                           f"{type(what).__name__}): {err}")
+        return ForkingPickler.dumps((False, (why, traceback.format_exc(), ())))
+
+
 def _pool_worker(fn: Callable[[Any], Any], tasks, results, inherited: list) -> None:
     """A :class:`ForkPool` worker: closes the pool's pipe ends it inherited (so that its
     own task pipe sees EOF when the pool is gone), then runs ``fn`` on each item it is
-    sent and sends back ``(True, result)`` or ``(False, (exception, traceback text))``."""
+    sent and sends back ``(True, result)`` or ``(False, (exception, traceback text,
+    chain))`` (:func:`_failure`); with no memory to send it, exits :data:`OUT_OF_MEMORY`."""
     for conn in inherited:
         conn.close()
     while True:
@@ -554,16 +640,10 @@ def _pool_worker(fn: Callable[[Any], Any], tasks, results, inherited: list) -> N
         except KeyboardInterrupt:
             raise
         except BaseException as err:  # noqa: BLE001 - sent back, raised by the pool's imap
-            reply = (False, (_sendable(err), traceback.format_exc()))
+            reply = (False, _failure(err))
         try:
-            results.send(reply)
-        except (pickle.PicklingError, TypeError, AttributeError) as err:
-            # the shape imap unpacks, (exception, traceback text); the item, not the
-            # result's repr (which may be megabytes), names what failed
-            what = reply[1] if reply[0] else reply[1][0]
-            why = RuntimeError(f"the result of item {item!r:.200} could not be sent back "
-                               f"({'a result' if reply[0] else 'an exception'} of type "
-                               f"{type(what).__name__}): {err}")
-            results.send((False, (why, traceback.format_exc())))
+            results.send_bytes(_reply_bytes(reply, item))
+        except MemoryError:  # (until 2026-12-07 a traceback, and exit status 1)
+            sys.exit(OUT_OF_MEMORY)
         except OSError:  # the pool is gone
             return

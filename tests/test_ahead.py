@@ -361,3 +361,41 @@ def test_triggers_that_fail_ahead_are_encoded_here(node64, tmp_path, monkeypatch
     b = bundle.write_output(plan, tmp_path / "ahead", ranks=[0, 63], workers=2)
     assert _tree(a) == _tree(b)
     assert not _call_children() and not _children()
+
+
+def _no_memory_to_send_in_a_child(monkeypatch, name: str) -> None:
+    """``Connection.NAME`` raises ``MemoryError`` in a forked process (as sending a large
+    result may), and works in this one."""
+    import multiprocessing.connection as conn
+
+    parent, real = os.getpid(), getattr(conn.Connection, name)
+
+    def send(self, *a, **kw):
+        if os.getpid() != parent:
+            raise MemoryError()
+        return real(self, *a, **kw)
+    monkeypatch.setattr(conn.Connection, name, send)
+
+
+def test_fork_call_with_no_memory_to_send_gives_none_quietly(monkeypatch, capfd):
+    """Review 54g F2: a ``MemoryError`` sending the bytes escaped the process (multiprocessing
+    printed its traceback, and ``lower`` went on to exit 0); now it ends quietly and the
+    caller computes them itself (``None``)."""
+    _no_memory_to_send_in_a_child(monkeypatch, "send_bytes")
+    with ForkCall(lambda: b"x" * 1000) as call:
+        assert call.result() is None
+        proc = call.proc
+    assert proc.exitcode == 0
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_fork_ahead_with_no_memory_to_send_stops_quietly(monkeypatch, capfd):
+    """The compose-ahead process the same way: it stops, the consumer computes the rest."""
+    _no_memory_to_send_in_a_child(monkeypatch, "send")
+    with ForkAhead(_result) as pipe:
+        with pytest.raises(ahead.AheadLost) as info:
+            list(pipe.map(range(3)))
+        pipe.proc.join(30)
+        assert pipe.proc.exitcode == 0
+    assert info.value.k == 0
+    assert "Traceback" not in capfd.readouterr().err

@@ -525,3 +525,88 @@ def test_a_streamed_document_closed_by_out_of_memory_is_not_printed_twice(monkey
     assert res.exit_code == EXIT_OUT_OF_MEMORY
     doc = json.loads(res.stdout)  # (one document: a second would be "Extra data")
     assert doc["error"] == _oom_why("schedule") and doc["rank"] == 0 and doc["ops"]
+
+
+def _raised_while_handling(inner: BaseException, outer: BaseException) -> BaseException:
+    """``outer`` as Python leaves it when raised in an ``except`` of ``inner``: its
+    ``__context__`` is ``inner``."""
+    try:
+        try:
+            raise inner
+        except BaseException:
+            raise outer
+    except BaseException as err:  # noqa: BLE001
+        return err
+
+
+def _fail_at_rank_with(monkeypatch, make, rank: int = 3) -> None:
+    """The emitter raises ``make()`` (a fresh exception with its chain) at ``rank``."""
+    real = lower_mod._emit_batch
+
+    def emit(builder, plan, batch, r, *a, **kw):
+        if r == rank:
+            raise make()
+        return real(builder, plan, batch, r, *a, **kw)
+    monkeypatch.setattr(lower_mod, "_emit_batch", emit)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_worker_exception_raised_out_of_memory_is_status_71_whatever_the_workers(
+        tmp_path, monkeypatch, jobs):
+    """Review 54g F3: a ``ValueError`` raised while a ``MemoryError`` was handled is out of
+    memory (the chain holds a ``MemoryError``: CLI.md "Errors"), with -j 1 and -j 2 alike;
+    the pool lost the chain (``RemoteTraceback`` took the place of ``__context__``), so
+    -j 2 gave the internal error, status 70."""
+    _fail_at_rank_with(monkeypatch, lambda: _raised_while_handling(
+        MemoryError(), ValueError("cleanup failed after running out")))
+    res = invoke("lower", "-q", FIX / "mix8.neff", "-o", tmp_path / "out", "-j", jobs)
+    assert one_line(res, EXIT_OUT_OF_MEMORY) == (
+        "nrtrewrite: error: out of memory: 'nrtrewrite lower' needed more memory than the "
+        "machine gave it (MemoryError; rerun with --traceback to see where)")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_wrapped_interrupt_in_a_worker_is_an_interruption_whatever_the_workers(
+        tmp_path, monkeypatch, jobs):
+    """Review 54g F3: Python wraps an interrupt raised while a class is made in a
+    ``RuntimeError`` (``__set_name__``), which the CLI takes as the interruption it is (status
+    130, 128 + SIGINT); from a pool worker it was an internal error, status 70."""
+    _fail_at_rank_with(monkeypatch, lambda: _raised_while_handling(
+        KeyboardInterrupt(), RuntimeError("Error calling __set_name__ on 'Field' instance")))
+    res = invoke("lower", "-q", FIX / "mix8.neff", "-o", tmp_path / "out", "-j", jobs)
+    assert res.exit_code == 128 + 2, (res.exit_code, res.stderr)
+    assert "internal error" not in res.stderr and "Traceback" not in res.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_library_that_cannot_be_mapped_in_a_worker_names_the_loaders_reason(
+        tmp_path, monkeypatch, jobs):
+    """Review 54g F4: the line's reason is the innermost exception's; a worker's chain ended
+    in its ``RemoteTraceback``, whose text - the whole worker traceback, escaped - was
+    printed as the reason (about 740 characters)."""
+    fail_at_rank(monkeypatch, ImportError("libx.so: failed to map segment from shared object"))
+    res = invoke("lower", "-q", FIX / "mix8.neff", "-o", tmp_path / "out", "-j", jobs)
+    assert one_line(res, EXIT_OUT_OF_MEMORY) == (
+        "nrtrewrite: error: out of memory: 'nrtrewrite lower' could not load its modules "
+        "(ImportError: libx.so: failed to map segment from shared object): the memory or "
+        "address-space limit (ulimit -v) is too small")
+
+
+class _StrFails(Exception):
+    def __str__(self):
+        raise RuntimeError("no str")
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_an_exception_whose_str_fails_is_still_one_line(tmp_path, monkeypatch, jobs):
+    """Review 54g F5: the resource check read ``str()`` of the exception unguarded, so an
+    exception whose ``__str__`` fails escaped the handler (a raw traceback, status 1); the
+    internal error's line names its type alone, as ``_one_line`` does."""
+    fail_at_rank(monkeypatch, _StrFails())
+    res = invoke("lower", "-q", FIX / "mix8.neff", "-o", tmp_path / "out", "-j", jobs)
+    assert one_line(res, EXIT_INTERNAL_ERROR) == (
+        "nrtrewrite: internal error: _StrFails (a bug in nrtrewrite; rerun with --traceback "
+        "for the details and report it)")
+    assert list(tmp_path.iterdir()) == []

@@ -565,3 +565,105 @@ def test_a_result_that_cannot_be_sent_back_is_raised_naming_its_item():
     assert seen == [0, 1, 2]
     assert str(exc.value).startswith("the result of item 3 could not be sent back (a result "
                                      "of type lock): ")
+
+
+class _NoMemoryToPickle(bytes):
+    """A result whose pickling runs out of memory, as a large one's may."""
+
+    def __reduce__(self):
+        raise MemoryError()
+
+
+def _no_memory_to_send_at_3(i):
+    return _NoMemoryToPickle(b"x") if i == 3 else i
+
+
+def test_a_worker_with_no_memory_to_send_its_result_raises_memory_error(capfd):
+    """Review 54g F2: a ``MemoryError`` while the worker sent its result escaped the worker
+    (multiprocessing printed its traceback) and came back as the worker lost, ``exited
+    (status 1) without its result``: now the worker exits ``OUT_OF_MEMORY`` quietly and
+    ``imap`` raises ``MemoryError`` where the item comes."""
+    from nrtrewrite.ahead import OUT_OF_MEMORY
+
+    seen = []
+    with ForkPool(_no_memory_to_send_at_3, 2) as pool:
+        err = _within_hang_bound(lambda: seen.extend(r for _i, r in pool.imap(range(6))))
+        procs = [p for p, _t, _r in pool.workers]
+    assert isinstance(err, MemoryError), err
+    assert str(err) == ("the worker process ran out of memory sending back the result of "
+                        "item 3")
+    assert seen == [0, 1, 2]
+    assert OUT_OF_MEMORY in [p.exitcode for p in procs]
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_lower_with_no_memory_to_send_a_rank_back_is_out_of_memory(tmp_path, monkeypatch):
+    """``lower -j 2`` whose worker cannot pickle rank 3's result for want of memory: the
+    out-of-memory line and status 71 (CLI.md "Errors"), nothing left (before: the worker's
+    traceback, then ``rank 3: ... exited (status 1) without its result``, status 2)."""
+    import nrtrewrite.bundle as bundle_mod
+
+    real = bundle_mod._write_rank
+
+    def write_rank(plan, tmp, rank, compose_ahead=False):
+        r, man = real(plan, tmp, rank, compose_ahead)
+        return r, (_NoMemoryToPickle(man) if rank == 3 else man)
+    monkeypatch.setattr(bundle_mod, "_write_rank", write_rank)
+    res = CliRunner().invoke(main, ["lower", "-q", str(FIX / "mix8.neff"), "-o",
+                                    str(tmp_path / "out"), "-j", "2"], prog_name="nrtrewrite")
+    assert res.exit_code == 71, (res.output, res.exception)
+    assert res.stderr.splitlines() == [
+        "nrtrewrite: error: out of memory: 'nrtrewrite lower' needed more memory than the "
+        "machine gave it (MemoryError; rerun with --traceback to see where)"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def _dead(pid: int) -> bool:
+    """Process ``pid`` (a child of the pool's process) has exited: a zombie, or reaped."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def _refuse_0_once_1_died(item):
+    """Item 1 kills its worker; item 0 is refused once that worker is dead (a zombie: its
+    pipes are closed, the pool can see it), so the death is there to be seen first."""
+    i, where = item
+    if i == 1:
+        where.write_text(str(os.getpid()))
+        os.kill(os.getpid(), signal.SIGKILL)
+    if i == 0:
+        deadline = time.monotonic() + 30
+        while not (where.exists() and where.read_text() and _dead(int(where.read_text()))):
+            assert time.monotonic() < deadline, "item 1's worker did not die"
+            time.sleep(0.005)
+        raise ValueError("item 0 refused")
+    return i
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads /proc")
+def test_a_worker_lost_does_not_overtake_an_earlier_items_exception(tmp_path):
+    """Review 54g F9: the death of the worker holding item 1 was raised the moment it was
+    seen, ahead of item 0's exception (received, or still to come): the error named depended
+    on the timing.  The first failure in item order is raised."""
+    where = tmp_path / "pid"
+    with ForkPool(_refuse_0_once_1_died, 2) as pool:
+        err = _within_hang_bound(lambda: list(pool.imap([(0, where), (1, where)])))
+    assert isinstance(err, ValueError) and str(err) == "item 0 refused", err
+
+
+def _die_at_1(i):
+    if i == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return i
+
+
+def test_a_worker_lost_is_raised_after_the_earlier_items_are_yielded():
+    """A death stops the hand-out, but the items before the lost one still come, in order."""
+    seen = []
+    with ForkPool(_die_at_1, 2) as pool:
+        err = _within_hang_bound(lambda: seen.extend(r for _i, r in pool.imap(range(8))))
+    assert isinstance(err, WorkerLost) and err.item == 1, err
+    assert seen == [0]

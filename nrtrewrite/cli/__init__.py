@@ -1385,15 +1385,30 @@ def _say(line: str) -> None:
 
 
 def _chain(err: BaseException) -> list[BaseException]:
-    """``err`` and the exceptions it was raised from or during, innermost last."""
+    """``err`` and the exceptions it was raised from or during, innermost last.  A pool
+    worker's traceback text (``ahead.RemoteTraceback``, the ``__cause__`` of a worker's
+    exception, above the chain the worker sent) is not one of them: until 2026-12-07 it was
+    taken for the innermost, whose message, a whole traceback, was printed escaped."""
+    # (nrtrewrite.ahead is loaded if a worker ran; not imported here, as in _one_line)
+    remote = getattr(sys.modules.get("nrtrewrite.ahead"), "RemoteTraceback", None)
     seen: set[int] = set()
     out: list[BaseException] = []
     cur: BaseException | None = err
     while cur is not None and id(cur) not in seen:
         seen.add(id(cur))
-        out.append(cur)
+        if remote is None or not isinstance(cur, remote):
+            out.append(cur)
         cur = cur.__cause__ or cur.__context__
     return out
+
+
+def _str_or_empty(err: BaseException) -> str:
+    """``str(err)``, or empty where its ``__str__`` fails (until 2026-12-07 that failure
+    escaped the handler classifying ``err``: a raw traceback, status 1)."""
+    try:
+        return str(err)
+    except Exception:  # noqa: BLE001 - a __str__ that fails
+        return ""
 
 
 #: Substrings of an ``ImportError``'s innermost message that mean the loader could not map a
@@ -1411,7 +1426,7 @@ def _resource_line(err: BaseException, what: str) -> str | None:
         return (f"nrtrewrite: error: out of memory: '{what}' needed more memory than the "
                 "machine gave it (MemoryError; rerun with --traceback to see where)")
     root = chain[-1]
-    text = str(root)
+    text = _str_or_empty(root)
     if isinstance(err, ImportError) and any(m in text.lower() for m in _MAP_FAILURES):
         # (the loader's reason names the library's path: escaped once, as in _one_line)
         return (f"nrtrewrite: error: out of memory: '{what}' could not load its modules "
@@ -1419,7 +1434,7 @@ def _resource_line(err: BaseException, what: str) -> str | None:
                 "address-space limit "
                 "(ulimit -v) is too small")
     for e in chain:
-        if isinstance(e, RuntimeError) and "can't start new thread" in str(e):
+        if isinstance(e, RuntimeError) and "can't start new thread" in _str_or_empty(e):
             return (f"nrtrewrite: error: out of a system resource: '{what}' could not start "
                     "a thread (RuntimeError: can't start new thread): the limit on processes "
                     "and threads (ulimit -u) or on memory is reached")
@@ -1427,8 +1442,9 @@ def _resource_line(err: BaseException, what: str) -> str | None:
                 and e.filename is None):
             hint = " (lower -j 1 starts no process)" if what.endswith(" lower") else ""
             return (f"nrtrewrite: error: out of a system resource: '{what}' could not start a "
-                    f"process or map memory ({e.strerror or escape_controls(e)}): the limit "
-                    "on processes "
+                    f"process or map memory "
+                    f"({e.strerror or escape_controls(_str_or_empty(e))}): the limit on "
+                    "processes "
                     f"(ulimit -u) or on memory is reached{hint}")
     return None
 
