@@ -811,12 +811,15 @@ def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Itera
                  progress: Callable[[int, int], None] | None = None,
                  warn: Callable[[str], None] | None = None,
                  on_placed: Callable[[Path], None] | None = None,
-                 before_placing: Callable[[], None] | None = None) -> Path:
+                 before_placing: Callable[[], None] | None = None,
+                 command: str = "lower") -> Path:
     """Lower ``ranks`` (default: the whole world) and write the output folder atomically.
     ``on_placed(out)`` is called the moment ``out`` is the new output, complete (a stop from
     then on leaves it whole: the CLI says so, ``cli.note_placed``); ``before_placing()``
     just before it is put in place, complete (the CLI raises there a stop Python dropped
     meanwhile, ``cli.raise_lost_stop``: the temporary folder is then removed as for any stop).
+    ``command``: the CLI command lowering, whose options a killed worker's advice names
+    (:data:`LOST_WORKER_HINTS`).
 
     Refused before anything is written (:class:`OutputError`): an existing ``out`` holding
     the input model (:func:`_model_inside`); an existing ``out`` without ``force``; with
@@ -844,7 +847,7 @@ def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Itera
         rank_list = _checked_output(plan, out, ranks, force)
         parent = out.parent if str(out.parent) else Path(".")
         return _write_output(plan, out, parent, rank_list, force, workers, progress, warn,
-                             on_placed, before_placing)
+                             on_placed, before_placing, command)
     except OSError as err:  # also of the checks: a folder on the way that cannot be searched
         if err.filename is None and err.errno in (errno.EAGAIN, errno.ENOMEM):
             raise  # a process (fork) or memory refused, not a write: the CLI says so
@@ -1060,7 +1063,8 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
                   force: bool, workers: int, progress: Callable[[int, int], None] | None,
                   warn: Callable[[str], None] | None = None,
                   on_placed: Callable[[Path], None] | None = None,
-                  before_placing: Callable[[], None] | None = None) -> Path:
+                  before_placing: Callable[[], None] | None = None,
+                  command: str = "lower") -> Path:
     forked = (workers > 1 and len(plan.triggers) >= MANIFEST_AHEAD_TRIGGERS
               and fork_available())
     neff_name = output_neff_name(plan.model.path)
@@ -1098,7 +1102,7 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
                         if progress:
                             progress(done, len(rank_list))
             except WorkerLost as err:
-                raise _worker_lost(plan, err) from None
+                raise _worker_lost(plan, err, command) from None
             finally:
                 _POOL_PLAN = _POOL_DIR = None
         else:
@@ -1407,7 +1411,18 @@ def _settle_swap(out: Path, tmp: Path, old: Path, checked: bool = False) -> bool
     return False
 
 
-def _worker_lost(plan: LoweringPlan, err: WorkerLost) -> LoweringError:
+#: The advice of a pool worker killed by SIGKILL (the kernel's out-of-memory killer), by the
+#: command lowering: its own options.  ``simulate MODEL.neff`` has neither ``-j`` nor
+#: ``--rank`` (until 2026-12-07 it advised them, as ``lower``'s line does).
+LOST_WORKER_HINTS = {
+    "lower": "lower with fewer workers (-j 1), fewer ranks at once (--rank), or with more "
+             "memory",
+    "simulate": "simulate with more memory, or lower the model with fewer workers "
+                "(nrtrewrite lower -j 1) and simulate that output folder",
+}
+
+
+def _worker_lost(plan: LoweringPlan, err: WorkerLost, command: str = "lower") -> LoweringError:
     """The error of a pool worker that died while lowering rank ``err.item`` or, idle, before
     it was handed that rank: killed by a signal (SIGKILL: the kernel's out-of-memory killer
     ends processes so, and only then is memory the likely cause), interrupted (a SIGINT of
@@ -1428,8 +1443,7 @@ def _worker_lost(plan: LoweringPlan, err: WorkerLost) -> LoweringError:
     else:
         who = "the worker process that was to lower this rank"
         how += " before it was handed the rank"
-    hint = (": lower with fewer workers (-j 1), fewer ranks at once (--rank), or with more "
-            "memory" if code == -signal.SIGKILL else "")
+    hint = f": {LOST_WORKER_HINTS[command]}" if code == -signal.SIGKILL else ""
     return LoweringError(f"{who} {how}; nothing was written{hint}", file=plan.model.path,
                          rank=err.item)
 

@@ -667,3 +667,28 @@ def test_a_worker_lost_is_raised_after_the_earlier_items_are_yielded():
         err = _within_hang_bound(lambda: seen.extend(r for _i, r in pool.imap(range(8))))
     assert isinstance(err, WorkerLost) and err.item == 1, err
     assert seen == [0]
+
+
+def test_simulate_with_a_worker_killed_advises_what_simulate_has(tmp_path, monkeypatch):
+    """Review 54g F1: ``simulate MODEL.neff`` whose lowering worker is killed (SIGKILL) advised
+    ``lower with fewer workers (-j 1), fewer ranks at once (--rank)``: simulate has neither
+    option.  Its advice names what it can do (CLI.md "simulate")."""
+    import nrtrewrite.cli.simulate as simulate_mod
+
+    real = lower_mod._emit_batch
+
+    def emit(builder, plan, batch, r, *a, **kw):
+        if r == 3:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(builder, plan, batch, r, *a, **kw)
+    monkeypatch.setattr(lower_mod, "_emit_batch", emit)
+    monkeypatch.setattr(simulate_mod, "usable_cores", lambda: 2)  # a pool of 2 workers
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    res = CliRunner().invoke(main, ["simulate", str(FIX / "mix8.neff")], prog_name="nrtrewrite")
+    assert res.exit_code == 2, (res.output, res.exception)
+    assert res.stderr.splitlines() == [
+        f"nrtrewrite: error: {FIX / 'mix8.neff'}: rank 3: the worker process lowering this "
+        "rank died (killed by SIGKILL, as the kernel's out-of-memory killer does); nothing "
+        "was written: simulate with more memory, or lower the model with fewer workers "
+        "(nrtrewrite lower -j 1) and simulate that output folder"]
+    assert list(tmp_path.iterdir()) == []

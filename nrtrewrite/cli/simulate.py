@@ -264,7 +264,7 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
             except OSError as exc:  # none usable, or one that fails (a race)
                 raise temp_folder_refusal(exc) from None
             out = write_output(plan, tmp / _lowered_name(path), ranks=None,
-                               workers=usable_cores())
+                               workers=usable_cores(), command="simulate")
             model = read_model(str(path), verify_hash=not no_verify_hash)
         # (a MODEL.neff's output is named without its temporary folder's random name, as
         # <temporary>/ar2.lowered/rank-0000: the same line and document from two runs)
