@@ -692,3 +692,24 @@ def test_simulate_with_a_worker_killed_advises_what_simulate_has(tmp_path, monke
         "was written: simulate with more memory, or lower the model with fewer workers "
         "(nrtrewrite lower -j 1) and simulate that output folder"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_simulate_starts_no_more_workers_than_the_ranks(tmp_path, monkeypatch):
+    """Review 54g F6: ``simulate MODEL.neff`` forked one lowering worker per usable core
+    whatever the rank count (64 processes for mix8's 8 ranks on 64 cores); ``lower`` caps
+    the pool at the ranks, and so does simulate now."""
+    import nrtrewrite.bundle as bundle_mod
+    import nrtrewrite.cli.simulate as simulate_mod
+
+    pools = []
+
+    class Recorded(ForkPool):
+        def __init__(self, fn, workers):
+            pools.append(workers)
+            super().__init__(fn, workers)
+    monkeypatch.setattr(bundle_mod, "ForkPool", Recorded)
+    monkeypatch.setattr(simulate_mod, "usable_cores", lambda: 64)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    res = CliRunner().invoke(main, ["simulate", str(FIX / "mix8.neff")], prog_name="nrtrewrite")
+    assert res.exit_code == 0, (res.output, res.exception)
+    assert pools == [8]  # mix8's world: 8 ranks

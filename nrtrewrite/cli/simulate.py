@@ -263,8 +263,11 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
                 lock = lock_folder(tmp)  # this run's: no other simulate's cleanup removes it
             except OSError as exc:  # none usable, or one that fails (a race)
                 raise temp_folder_refusal(exc) from None
+            # (as lower's: each worker a whole process, never more than the cores nor than
+            # the ranks; until 2026-12-07 one per core whatever the ranks)
+            workers = min(usable_cores(), max(len(plan.world), 2))
             out = write_output(plan, tmp / _lowered_name(path), ranks=None,
-                               workers=usable_cores(), command="simulate")
+                               workers=workers, command="simulate")
             model = read_model(str(path), verify_hash=not no_verify_hash)
         # (a MODEL.neff's output is named without its temporary folder's random name, as
         # <temporary>/ar2.lowered/rank-0000: the same line and document from two runs)
