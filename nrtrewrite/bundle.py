@@ -1075,6 +1075,7 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
     # removes the folder by it; made inside the try: a SIGTERM raised as cli.Terminated
     # right after the mkdir, before the try began, left it behind (a loaded machine)
     tmp = _sibling(parent / out.name, "tmp")
+    built = tmp  # (tmp names the previous output once a --force swap has placed this one)
     triggers_ahead = None
     syncer = _Syncer()  # no thread until the first rank is added
     lock = None
@@ -1149,6 +1150,8 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
             swap.release()  # (held through the removal: no other lower's cleanup takes it)
         _fsync_dir(parent)
     except BaseException as exc:
+        if isinstance(exc, OSError) and not placed:
+            _named_in_output(exc, built, out)
         if swap is not None:
             swap.undo()  # what was at OUT goes back unless it was checked ours
         # no lock taken here: a signal's Terminated may have left one held mid-operation
@@ -1177,6 +1180,23 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
         if triggers_ahead is not None:
             triggers_ahead.close()
     return out
+
+
+def _named_in_output(err: OSError, tmp: Path, out: Path) -> None:
+    """Name ``err``'s files inside the temporary sibling ``tmp`` by their place in the
+    output ``out`` (``OUT/rank-0002/sem.bin``): ``tmp``, with this run's pid and a random
+    token, is removed before the line is read, and would make two runs' lines differ
+    (``simulate MODEL.neff`` then names them ``<temporary>/...``)."""
+    for attr in ("filename", "filename2"):
+        path = getattr(err, attr)
+        if not isinstance(path, (str, os.PathLike)):
+            continue
+        try:
+            rel = os.path.relpath(path, tmp)
+        except ValueError:  # (another drive)
+            continue
+        if rel not in (os.curdir, os.pardir) and not rel.startswith(os.pardir + os.sep):
+            setattr(err, attr, os.path.join(out, rel))
 
 
 def rmtree_few_fds(path: str | os.PathLike) -> None:

@@ -397,7 +397,15 @@ class NrtRewriteError(Exception):
         name = None if self.where.file is None else temporary_name(self.where.file, folder)
         if name is not None:
             self.where = replace(self.where, file=name)
-            self.args = (self.line(),)
+        # a path inside it that the reason quotes, escaped as it was put in (``lower``'s
+        # ``cannot write the output: No space left on device (PATH)``; until 2026-12-07
+        # with the folder's random name)
+        inside = escape_path(os.path.join(folder, ""))
+        if inside in self.reason:
+            count = self.reason.count(inside)
+            self.reason = self.reason.replace(inside, f"{TEMPORARY_FOLDER}/")
+            self.reason_chars -= count * (len(inside) - len(TEMPORARY_FOLDER) - 1)
+        self.args = (self.line(),)
         return self
 
     def __str__(self) -> str:

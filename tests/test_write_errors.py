@@ -362,3 +362,43 @@ def test_golden_with_a_standard_output_it_cannot_write_is_one_line(tmp_path):
                          preexec_fn=lambda: os.close(1))
     assert (res.returncode, res.stderr) == (
         2, "nrtrewrite.golden: error: the standard output is closed\n")
+
+
+def _no_inode_for_rank_file(monkeypatch, rank: int, name: str) -> None:
+    """Creating ``name`` of ``rank`` fails as a file system out of inodes fails it: open's
+    ``ENOSPC`` naming the file (in a pool worker too)."""
+    real = bundle._RankFiles.write
+
+    def write(self, arr_name, arr):
+        if self.rdir.name == bundle.rank_dir_name(rank) and arr_name == name:
+            path = self.rdir / arr_name
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real(self, arr_name, arr)
+    monkeypatch.setattr(bundle._RankFiles, "write", write)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_lower_names_a_file_it_could_not_write_by_its_place_in_the_output(
+        tmp_path, monkeypatch, jobs):
+    """Review 54g F7: the file was named in the temporary sibling, ``.out.tmp-PID-HEX/...``,
+    removed by the time the line is read and different from run to run; it is named by its
+    place in the output."""
+    out = tmp_path / "out"
+    _no_inode_for_rank_file(monkeypatch, 2, "sem.bin")
+    res = invoke("lower", "-q", FIX / "mix8.neff", "-o", out, "-j", jobs)
+    assert one_line_error(res, "") == (f"nrtrewrite: error: {out}: cannot write the output: "
+                                       f"No space left on device ({out}/rank-0002/sem.bin)")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_simulate_names_a_file_it_could_not_write_inside_its_temporary_folder(
+        tmp_path, monkeypatch):
+    """Review 54g F7: ``simulate MODEL.neff``'s line named the file with its temporary
+    folder's random name (and the sibling's: ``.mix8.lowered.tmp-7392-c1632653/...``);
+    CLI.md promises ``<temporary>/...``, so two runs print the same line."""
+    _no_inode_for_rank_file(monkeypatch, 2, "sem.bin")
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))  # (gettempdir gives it)
+    lines = [one_line_error(invoke("simulate", FIX / "mix8.neff"), "") for _ in range(2)]
+    assert lines == ["nrtrewrite: error: <temporary>/mix8.lowered: cannot write the output: "
+                     "No space left on device (<temporary>/mix8.lowered/rank-0002/sem.bin)"] * 2
+    assert list(tmp_path.iterdir()) == []
