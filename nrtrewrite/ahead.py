@@ -437,7 +437,11 @@ class ForkPool:
     here the death is seen (each worker's sentinel is waited on beside its results) and
     raises :class:`WorkerLost` naming the item; a worker that died idle (after delivering
     its item, before its next one) raises it when it is handed the next one, naming that
-    item (``handed`` false).  Fork before starting threads (a fork copies only the calling
+    item (``handed`` false); a worker with no memory to send its result back raises
+    ``MemoryError`` (:data:`OUT_OF_MEMORY`).  A loss stops the hand-out and is raised at
+    its item's turn, after the items before it, so the first failure in item order is
+    raised whatever the timing.  A worker's exception comes back with the exceptions it
+    was raised from or during (:func:`_remote_cause`).  Fork before starting threads (a fork copies only the calling
     thread).  :meth:`close` (or leaving the ``with``) kills and reaps the workers, whatever
     they are doing, so nothing of theirs runs after it."""
 
