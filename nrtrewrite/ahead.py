@@ -543,6 +543,12 @@ class ForkPool:
                         lose(w)
                         continue
                     got[held.pop(w)] = (ok, value)
+                    if not ok:
+                        # an exception stops the hand-out as a loss does: the items before
+                        # it are already out and still waited for, and nothing after it is
+                        # used (until 2026-12-07 later items were handed out and lowered in
+                        # full, then thrown away: review 54g F8)
+                        stopped = True
                     hand_out(w)
             ok, value = got.pop(k)
             if ok is None:

@@ -654,6 +654,36 @@ def test_a_worker_lost_does_not_overtake_an_earlier_items_exception(tmp_path):
     assert isinstance(err, ValueError) and str(err) == "item 0 refused", err
 
 
+def _refuse_1_while_0_waits_for_2(item):
+    """Item 1 is refused at once; item 0 waits (up to 3 s) for item 2 to start, which only a
+    pool still handing out after a refusal does."""
+    i, log = item
+    with open(log, "a") as fh:
+        fh.write(f"{i}\n")
+    if i == 1:
+        raise ValueError("item 1 refused")
+    if i == 0:
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and "2" not in log.read_text().split():
+            time.sleep(0.01)
+    return i
+
+
+def test_an_exception_stops_the_hand_out_of_later_items(tmp_path):
+    """Review 54g F8: after a worker sent back item 1's exception the pool still handed out
+    items 2, 3, ... (lowered in full, then thrown away).  An exception stops the hand-out as a
+    worker lost does; item 0, before it, is still waited for."""
+    log = tmp_path / "log"
+    log.write_text("")
+    seen = []
+    with ForkPool(_refuse_1_while_0_waits_for_2, 2) as pool:
+        err = _within_hang_bound(
+            lambda: seen.extend(r for _i, r in pool.imap([(i, log) for i in range(8)])))
+    assert isinstance(err, ValueError) and str(err) == "item 1 refused", err
+    assert seen == [0]
+    assert sorted(log.read_text().split()) == ["0", "1"]
+
+
 def _die_at_1(i):
     if i == 1:
         os.kill(os.getpid(), signal.SIGKILL)
