@@ -293,3 +293,43 @@ def test_a_func_rel_op_idx_moving_an_op_to_another_entry_is_named_in_net_ops_bin
         f"intra_redsct), which the dst_rank 0 of its net_src.bin records 0-{n - 1} does not "
         "fit, and entry 3 (trigger 1, leg inter_allg) it fits: func_rel_op_idx or dst_rank is "
         "wrong, and nothing else read tells which")
+
+# ---------------------------------------------------------------- legs.bin *_count
+# FORMATS §3: 64-byte records, sb2sb_count the u16 at 20, dma_first / dma_count the u32s at
+# 24 / 28, sem_first / sem_count at 40 / 44. ar2_out's rank 0 record 2 is the send of
+# elements [500, 750): one 0xBF piece (250 elements, under 256: FORMATS §4) and 4 BDs (2
+# tiles x source + destination); records 0, 1 (mark_complete) have neither, so record 3's
+# sb2sb_first is 1 and its dma_first 4.
+@pytest.mark.parametrize("offset,field,was,first", [
+    (64 * 2 + 20, "sb2sb_count", 1, "sb2sb_first 1"),
+    (64 * 2 + 28, "dma_count", 4, "dma_first 4")])
+def test_a_legs_count_is_named_at_its_record_not_the_next_legs_first(
+        ar2_out, tmp_path, offset, field, was, first):
+    """A count's bit 0 flipped breaks only the link after its leg; the next leg's first is
+    borne out by the legs after it, so the count is named (until 2026-12-07 `field
+    dma_first, ..., record 3: dma_first should be 5, not 4`, a record nobody changed)."""
+    out = copy(ar2_out, tmp_path)
+    assert _flip(out, 0, "legs.bin", offset) == was
+    files = {"sb2sb_count": "sb2sb.bin", "dma_count": "dma.bin"}
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field {field}, rank 0, artifact legs.bin, record 2: {field} "
+        f"should be {was}, not {was ^ 1}: the legs' records of {files[field]} do not follow "
+        f"each other, and the next leg's {first} (legs.bin record 3) is borne out by the legs "
+        "after it and the file's end")
+
+
+def test_the_last_legs_count_is_named_at_its_record(ar2_out, tmp_path):
+    """The last leg (record 10, mark_end)'s sem_count bit 0 flipped: its range no longer
+    ends at sem.bin's last record (16-byte records, FORMATS §7); the line names record 10's
+    sem_count (until 2026-12-07 `field sem_count, ..., artifact legs.bin: the legs reference
+    ...`, no record)."""
+    out = copy(ar2_out, tmp_path)
+    n = (out / "rank-0000" / "sem.bin").stat().st_size // 16
+    first, count = struct.unpack_from("<IH", (out / "rank-0000" / "legs.bin").read_bytes(),
+                                      64 * 10 + 40)
+    assert first + count == n
+    _flip(out, 0, "legs.bin", 64 * 10 + 44)
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field sem_count, rank 0, artifact legs.bin, record 10: the legs "
+        f"reference {first + (count ^ 1)} records of sem.bin, the file holds {n}: the last "
+        f"leg's range, sem_first {first} + sem_count {count ^ 1}, ends there")

@@ -304,10 +304,13 @@ SEM = 16  # sem.bin: ctrl 0, value 4, addr 8 (FORMATS §7)
     ("legs.bin", 2 * LEG + 6, "B", lambda v: 1, "field spad_index, rank 0, artifact legs.bin, "
      "record 3", "legs are not ordered by (entry, channel): record 3 comes after entry 0 "
      "channel 1"),
-    # record 4's cce_count one less: record 5's cce_first (4) no longer follows it (3)
-    ("legs.bin", 4 * LEG + 36, "<I", lambda v: v - 1, "field cce_first, rank 0, artifact "
-     "legs.bin, record 5", "cce_first should be 3, not 4: the legs' records of cce.bin do not "
-     "follow each other"),
+    # record 4's cce_count one less: record 5's cce_first (4) no longer follows it (3), but
+    # the legs after record 5 follow it: the count is named (until 2026-12-07 record 5's
+    # cce_first was)
+    ("legs.bin", 4 * LEG + 36, "<I", lambda v: v - 1, "field cce_count, rank 0, artifact "
+     "legs.bin, record 4", "cce_count should be 4, not 3: the legs' records of cce.bin do not "
+     "follow each other, and the next leg's cce_first 4 (legs.bin record 5) is borne out by "
+     "the legs after it and the file's end"),
     # spad.bin byte 0: cc_op bit 0 = 1, bits [7:1] reserved (FORMATS §2)
     ("spad.bin", 0, "B", lambda v: 3, "field cc_op, rank 0, artifact spad.bin, record 0",
      "cc_op bit is not 1 or reserved header bits are set"),
@@ -334,7 +337,7 @@ SEM = 16  # sem.bin: ctrl 0, value 4, addr 8 (FORMATS §7)
 ], ids=["w0", "in_io", "out_io", "acc", "op", "in_data", "out_data", "w2", "sources",
         "w3_rt", "opcode", "word_len", "start_addr",
         "bd_last", "bd_sdma", "bd_stream", "bd_dir", "bd_len", "ne0", "rt_copy", "rt_fork",
-        "ne_sync", "ring_step_end", "order", "cce_first", "cc_op", "subop", "sem_gen",
+        "ne_sync", "ring_step_end", "order", "cce_count", "cc_op", "subop", "sem_gen",
         "sem_channel", "sem_value", "tp_m2s", "tp_groups"])
 def test_one_field_of_a_ring_output_is_refused_naming_it(ar2_out, tmp_path, name, offset, fmt,
                                                          fn, where, why):

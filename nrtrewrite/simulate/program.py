@@ -678,16 +678,7 @@ class RankDecoder:
                                     ("cce_first", "cce_count", "cce.bin"),
                                     ("sem_first", "sem_count", "sem.bin"),
                                     ("sb2sb_first", "sb2sb_count", "sb2sb.bin")):
-            f_ = L[first].astype(np.int64)
-            c_ = L[count].astype(np.int64)
-            expect = np.cumsum(c_) - c_
-            self.check(f_ != expect, lambda i, f_=f_, expect=expect, fname=fname:
-                       f"{first} should be {expect[i]}, not {f_[i]}: the legs' records of {fname} "
-                       "do not follow each other", art, first)
-            total = int(c_.sum())
-            if total != self.a[fname].size:
-                raise self.fail(f"the legs reference {total} records of {fname}, the file holds "
-                                f"{self.a[fname].size}", art, None, count)
+            self._check_ranges(L, first, count, fname)
         # channel_list == channels with legs, per entry (mesh entries: the manifest's list)
         got = np.zeros(ne, np.int64)
         if n:
@@ -845,6 +836,43 @@ class RankDecoder:
                         f"({spg[gid[bad]]} steps a group on this channel; h_cw "
                         f"{t.single_cycle[1][0]}, {n} ranks) (docs/DESIGN.md \"Single-cycle "
                         "ring\", FORMATS §3)", art, int(bad), "ring_step", channel=int(ch[bad]))
+
+    def _check_ranges(self, L: np.ndarray, first: str, count: str, fname: str) -> None:
+        """The legs' ``first`` / ``count`` ranges tile ``fname`` in leg order (FORMATS §3).
+        Link k joins leg k - 1's end to leg k's ``first`` (link 0: record 0; link n: the
+        file's end). A changed ``first`` breaks the links on both sides of its leg, a changed
+        ``count`` only the one after it, so the record that holds the change is named: the
+        leg's ``first`` where two links in a row break, the ``count`` before a lone break
+        (until 2026-12-07 a count was named at the next leg's ``first``)."""
+        art = "legs.bin"
+        f_ = L[first].astype(np.int64)
+        c_ = L[count].astype(np.int64)
+        n, size = f_.size, int(self.a[fname].size)
+        if not n:
+            if size:
+                raise self.fail(f"the legs reference 0 records of {fname}, the file holds {size}",
+                                art, None, count)
+            return
+        end = f_ + c_
+        link_bad = np.append(f_ != np.append(0, end[:-1]), end[-1] != size)
+        k = _first(link_bad)
+        if k is None:
+            return
+        lone = not link_bad[k + 1:].any()
+        if k == n:
+            raise self.fail(f"the legs reference {int(end[-1])} records of {fname}, the file "
+                            f"holds {size}: the last leg's range, {first} {int(f_[-1])} + {count} "
+                            f"{int(c_[-1])}, ends there", art, n - 1, count)
+        want = int(f_[k] - f_[k - 1]) if k else -1
+        limit = (1 << (8 * L.dtype[count].itemsize)) - 1
+        if lone and k and 0 <= want <= limit:
+            raise self.fail(f"{count} should be {want}, not {int(c_[k - 1])}: the legs' records of "
+                            f"{fname} do not follow each other, and the next leg's {first} "
+                            f"{int(f_[k])} (legs.bin record {k}) is borne out by the legs after "
+                            "it and the file's end", art, k - 1, count)
+        expect = int(end[k - 1]) if k else 0
+        raise self.fail(f"{first} should be {expect}, not {int(f_[k])}: the legs' records of "
+                        f"{fname} do not follow each other", art, k, first)
 
     def _check_ring_steps(self, L: np.ndarray, sel: np.ndarray, gfirst: np.ndarray,
                           gid: np.ndarray) -> None:
