@@ -294,6 +294,31 @@ def test_a_func_rel_op_idx_moving_an_op_to_another_entry_is_named_in_net_ops_bin
         "fit, and entry 3 (trigger 1, leg inter_allg) it fits: func_rel_op_idx or dst_rank is "
         "wrong, and nothing else read tells which")
 
+# ---------------------------------------------------------------- tpinc.bin repeat
+# ar2_out (test_simulate_unreached41): rank 0's legs are mark_complete x 2 (no BDs), send x 2
+# (2 tiles of one source and one destination: 2 M2S / 2 S2M), recv_reduce_copy (2 tiles x 2
+# sources, 1 destination: 4 / 2), direct_copy_send (2 / 2), recv_reduce_copy, direct_copy_send,
+# direct_recv x 2 and mark_end (no BDs): one (entry, channel) program, so FORMATS §2.2's runs
+# are (0, 0) x 2, (2, 2) x 2, (4, 2), (2, 2), (4, 2), (2, 2), (0, 0) x 3, records 0..6 of 8
+# bytes, repeat the u16 at 4.
+@pytest.mark.parametrize("record,repeat,legs,counts", [
+    (0, 2, "0..1", "0 M2S / 0 S2M"), (1, 2, "2..3", "2 M2S / 2 S2M"),
+    (6, 3, "8..10", "0 M2S / 0 S2M")])
+def test_a_tpinc_repeat_is_named_at_its_record_not_the_groups_last(
+        ar2_out, tmp_path, record, repeat, legs, counts):
+    """Bit 0 of a record's repeat flipped: the group expands to one leg more or less; the
+    record that differs from FORMATS §2.2's one encoding of the legs' BD counts is named, not
+    the group's last record (until 2026-12-07 `record 6: last_sync group 0 (records 0..6)
+    expands to 12 legs, entry 0 channel 0 has 11` for records 0 and 1)."""
+    out = copy(ar2_out, tmp_path)
+    assert _flip(out, 0, "tpinc.bin", 8 * record + 4) == repeat
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field repeat, rank 0, channel 0, artifact tpinc.bin, record "
+        f"{record}: repeat should be {repeat}, not {repeat ^ 1}: legs.bin records {legs} of "
+        f"entry 0 channel 0 have {counts} BDs each, and the records before this one encode the "
+        "legs before them (FORMATS §2.2: maximal runs, one encoding)")
+
+
 # ---------------------------------------------------------------- legs.bin *_count
 # FORMATS §3: 64-byte records, sb2sb_count the u16 at 20, dma_first / dma_count the u32s at
 # 24 / 28, sem_first / sem_count at 40 / 44. ar2_out's rank 0 record 2 is the send of

@@ -49,6 +49,8 @@ POST_RECV = int(Leaf.post_recv)
 PEER_POST, PEER_WAIT = int(Leaf.peer_post), int(Leaf.peer_wait)
 DIRECT_COPY = int(Leaf.direct_copy)
 DIRECT_RECV = int(Leaf.direct_recv)
+#: a tp_inc_steps run holds at most this many legs (repeat is a u16, FORMATS §2.2)
+TPINC_MAX_REPEAT = 0xFFFF
 #: the leaves of a ring all-reduce's all-gather phase (seed 001 §4 PHASE 2)
 _ALL_GATHER_PHASE = (int(Leaf.direct_recv_send), int(Leaf.direct_recv))
 RING_LEAVES = frozenset({1, 2, 3, 4, 5, 6, 7, 8})
@@ -1292,6 +1294,7 @@ class RankDecoder:
         lsizes = np.diff(np.append(self.group_first, self.n_legs))
         bad = _first(sizes != lsizes)
         if bad is not None:
+            self._blame_tpinc_record(T, m2s, s2m)
             recs = np.flatnonzero(gid == bad)
             raise self.fail(f"last_sync group {bad} (records {recs[0]}..{recs[-1]}) expands to "
                             f"{sizes[bad]} legs, entry {self.spi[self.group_first[bad]]} channel "
@@ -1308,6 +1311,48 @@ class RankDecoder:
                             f"{bad - self.group_first[self.group_of[bad]]}), its BDs are "
                             f"{m2s[bad]} M2S / {s2m[bad]} S2M", art, rec, fld,
                             channel=int(self.ch[bad]))
+
+    def _tpinc_runs(self, m2s: np.ndarray, s2m: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The records FORMATS §2.2 makes of the legs' BD counts (its encoding is unique):
+        per (entry, channel) leg program, maximal runs of legs with equal (m2s, s2m), split
+        at 65535; each record's first leg, m2s, s2m and repeat."""
+        n = self.n_legs
+        if not n:
+            return (np.zeros(0, np.int64),) * 4
+        new = np.zeros(n, bool)
+        new[self.group_first] = True
+        new[1:] |= (m2s[1:] != m2s[:-1]) | (s2m[1:] != s2m[:-1])
+        starts = np.flatnonzero(new)
+        lens = np.diff(np.append(starts, n))
+        k = (lens + TPINC_MAX_REPEAT - 1) // TPINC_MAX_REPEAT
+        within = np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k)
+        rs = np.repeat(starts, k) + TPINC_MAX_REPEAT * within
+        rl = np.minimum(np.repeat(starts + lens, k) - rs, TPINC_MAX_REPEAT)
+        return rs, m2s[rs].astype(np.int64), s2m[rs].astype(np.int64), rl
+
+    def _blame_tpinc_record(self, T: np.ndarray, m2s: np.ndarray, s2m: np.ndarray) -> None:
+        """Where tpinc.bin disagrees with the legs' BD counts, name the first record that
+        differs from the one encoding of them (FORMATS §2.2), and its field: a changed
+        ``repeat`` there, not the group's last record (until 2026-12-07). Returns when the
+        file has another number of records, or differs only in ``flags``: the caller's line
+        stands."""
+        first, want_m, want_s, want_r = self._tpinc_runs(m2s, s2m)
+        if first.size != T.size:
+            return
+        got = {"m2s": T["m2s"].astype(np.int64), "s2m": T["s2m"].astype(np.int64),
+               "repeat": T["repeat"].astype(np.int64)}
+        want = {"m2s": want_m, "s2m": want_s, "repeat": want_r}
+        j = _first((got["m2s"] != want_m) | (got["s2m"] != want_s) | (got["repeat"] != want_r))
+        if j is None:
+            return
+        fld = next(f for f in ("m2s", "s2m", "repeat") if got[f][j] != want[f][j])
+        a = int(first[j])
+        b = a + int(want_r[j]) - 1
+        raise self.fail(f"{fld} should be {want[fld][j]}, not {got[fld][j]}: legs.bin records "
+                        f"{a}..{b} of entry {self.spi[a]} channel {self.ch[a]} have {want_m[j]} "
+                        f"M2S / {want_s[j]} S2M BDs each, and the records before this one "
+                        "encode the legs before them (FORMATS §2.2: maximal runs, one encoding)",
+                        "tpinc.bin", j, fld, channel=int(self.ch[a]))
 
     # ------------------------------------------------------------------ 0xBF words
     def check_sb2sb(self) -> None:
