@@ -358,3 +358,51 @@ def test_the_last_legs_count_is_named_at_its_record(ar2_out, tmp_path):
         f"{out / 'rank-0000'}: field sem_count, rank 0, artifact legs.bin, record 10: the legs "
         f"reference {first + (count ^ 1)} records of sem.bin, the file holds {n}: the last "
         f"leg's range, sem_first {first} + sem_count {count ^ 1}, ends there")
+
+
+# ---------------------------------------------------------------- dma.bin len_ctrl
+# FORMATS §5: 16-byte BDs, len_ctrl the u32 at 0: length [15:0], FIRST bit 26 and LAST bit 27
+# (byte 3's 0x04 and 0x08). ar2_out's rank 0 record 2 (send) has BDs 0..3: per tile source 0
+# then destination 0; a half of 250 bf16 elements is 500 bytes, tiles of 480 and 20 bytes
+# (FORMATS §3 n_tiles). Record 3 (the second send) has BDs 4..7, alike.
+@pytest.mark.parametrize("bd,leg,was,side", [(1, 2, 480, "destination 0"),
+                                             (3, 2, 20, "destination 0"),
+                                             (6, 3, 20, "source 0")])
+def test_a_bd_length_is_named_at_its_bd_not_the_tiles_first(
+        ar2_out, tmp_path, bd, leg, was, side):
+    """Bit 0 of a BD's length flipped: that stream carries one byte more than the leg's
+    num_elements x 2 = 500, every other stream 500: the BD is named at its length (until
+    2026-12-07 BDs 1 and 3 were named at the tile's first BD, `destination streams of 481..481
+    bytes for sources of 480 bytes`, and BD 6, its 21 bytes past its buffer's end, at its
+    buf_ptr)."""
+    out = copy(ar2_out, tmp_path)
+    _flip(out, 0, "dma.bin", 16 * bd)
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field length, rank 0, artifact dma.bin, record {bd}: length "
+        f"should be {was}, not {was + 1}: the tile's other streams carry {was} bytes, and over "
+        f"the leg's tiles every other stream carries 500 bytes, the leg's num_elements 250 x 2 "
+        f"(legs.bin record {leg}), {side} 501")
+
+
+ORDER = " (FORMATS §5: a tile's M2S sources 0, 1, ..., then its S2M destinations)"
+
+
+@pytest.mark.parametrize("bd,mask,field,why", [
+    (0, 0x08, "LAST", "LAST should be 0, not 1: no tile ends here: the next BD's stream is "
+     "this BD's or comes after it, and the next BD has no FIRST"),
+    (1, 0x08, "LAST", "LAST should be 1, not 0: a tile ends here: the next BD's stream comes "
+     "before this BD's, and the next BD has FIRST"),
+    (1, 0x04, "FIRST", "FIRST should be 0, not 1: no tile starts here: this BD's stream is "
+     "the previous BD's or comes after it, and the previous BD has no LAST"),
+    (2, 0x04, "FIRST", "FIRST should be 1, not 0: a tile starts here: this BD's stream comes "
+     "before the previous BD's, and the previous BD has LAST")])
+def test_a_first_or_last_bit_is_named_at_its_bd(ar2_out, tmp_path, bd, mask, field, why):
+    """A FIRST or LAST bit flipped inside a leg: a tile's streams run sources 0, 1, ..., then
+    destinations, and a tile has both (FORMATS §5), so a tile ends exactly where the stream
+    (dir, stream) falls from one BD to the next; the bit that breaks that is named at its BD
+    (until 2026-12-07 the earlier BD of the two, as FIRST, `FIRST/LAST do not delimit
+    tiles`)."""
+    out = copy(ar2_out, tmp_path)
+    _flip(out, 0, "dma.bin", 16 * bd + 3, mask)
+    assert _error(out) == (f"{out / 'rank-0000'}: field {field}, rank 0, artifact dma.bin, "
+                           f"record {bd}: {why}{ORDER}")

@@ -636,7 +636,8 @@ def test_a_tile_not_closed_by_last_before_the_next_first_is_refused(ring_out, tm
     """Inside a leg, FIRST and LAST delimit the tiles: a BD with LAST is followed by a BD
     with FIRST, and only then. The LAST of the first tile of a recv_reduce_send (16384 bf16
     elements, 8 tiles of trn2's 2048-element CCE cap) cleared, its next BD still FIRST, is
-    refused."""
+    refused at that BD's LAST: the next BD's stream (source 0) comes before its own, so a tile
+    ends there (FORMATS §5; until 2026-12-07 named as FIRST)."""
     out = _copy(ring_out, tmp_path)
     assert _legs(out, 1)[4]["leaf"] == 2 and _legs(out, 1)[4]["n_tiles"] == 8
     first, count = _dma_range(out, 1, 4)
@@ -644,7 +645,8 @@ def test_a_tile_not_closed_by_last_before_the_next_first_is_refused(ring_out, tm
     k = next(k for k, (ln, _m, _p) in enumerate(bds) if ln & LEN_LAST)
     assert k < count - 1 and bds[k + 1][0] & LEN_FIRST
     _set(out, 1, "dma.bin", (first + k) * BD, "<I", bds[k][0] & ~LEN_LAST)
-    _refused(out, "rank-0001", "dma.bin", "FIRST/LAST do not delimit tiles")
+    _refused(out, "rank-0001", "dma.bin", "field LAST", f"record {first + k}:",
+             "LAST should be 1, not 0: a tile ends here")
 
 
 # ---------------------------------------------------------------------------- cce.bin (§6)
@@ -1009,15 +1011,16 @@ def test_a_0xbf_field_fixed_at_zero_or_a_dtype_off_is_named_with_its_value(ring_
 def test_a_destination_shorter_than_its_source_is_refused(ring_out, tmp_path):
     """A tile's destination streams carry what its sources carry (FORMATS §3.1: the result
     is written to every destination): a send's one tile, its S2M BD 2 bytes shorter than
-    its M2S BD, is refused."""
+    its M2S BD, is refused at the S2M BD, whose bytes are not the leg's num_elements x 2
+    (until 2026-12-07 at the tile's first BD, the M2S one)."""
     out = _copy(ring_out, tmp_path)
     first, count = _dma_range(out, 1, 2)
     bds = _bds(out, 1)[first:first + count]
     assert count == 2 and [(m >> 4) & 1 for _ln, m, _p in bds] == [0, 1]  # M2S, S2M
     assert bds[0][0] & 0xFFFF == bds[1][0] & 0xFFFF == 32768  # 16384 bf16 elements
     _set(out, 1, "dma.bin", (first + 1) * BD, "<I", bds[1][0] - 2)
-    _refused(out, "rank-0001", "dma.bin", f"record {first}",
-             "destination streams of 32766..32766 bytes for sources of 32768 bytes")
+    _refused(out, "rank-0001", "dma.bin", f"record {first + 1}:", "field length",
+             "length should be 32768, not 32766")
 
 
 def _tpinc_runs(out: Path, rank: int) -> list[list[int]]:

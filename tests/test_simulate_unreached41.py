@@ -286,8 +286,13 @@ SEM = 16  # sem.bin: ctrl 0, value 4, addr 8 (FORMATS §7)
      "dma.bin, record 0", "a tile's stream indices are not 0, 1, ... (a stream is missing)"),
     ("dma.bin", 16 + 4, "<I", lambda v: 0x102, "field meta_ctrl.dir, rank 0, artifact dma.bin, "
      "record 0", "a tile without a source or without a destination stream"),
+    # record 9 is source 1 of record 4's first tile (records 8, 9 its sources, 10 its
+    # destination, 240 bf16 elements, 480 bytes): 0x1C0 = 448; over the leg's two tiles that
+    # source carries 448 + 20 bytes, the others 250 x 2 (until 2026-12-07 named at record 8)
     ("dma.bin", 9 * 16, "<I", lambda v: v & ~0xFFFF | 0x1C0, "field length, rank 0, artifact "
-     "dma.bin, record 8", "the source streams of a tile have different lengths"),
+     "dma.bin, record 9", "length should be 480, not 448: the tile's other streams carry 480 "
+     "bytes, and over the leg's tiles every other stream carries 500 bytes, the leg's "
+     "num_elements 250 x 2 (legs.bin record 4), source 1 468"),
     # legs.bin (FORMATS §3)
     ("legs.bin", 2 * LEG + 56, "<I", lambda v: 0, "field num_elements, rank 0, artifact "
      "legs.bin, record 2", "a data leg moving 0 elements"),

@@ -341,6 +341,8 @@ class RankDecoder:
         self.decode_legs()
         self.decode_bds()
         self.decode_tiles()
+        if self.bd_address_error is not None:
+            raise self.bd_address_error
         self.decode_cce()
         self.decode_sems()
         self.check_protocol()
@@ -968,10 +970,12 @@ class RankDecoder:
                    "len_ctrl.ring_id")
         trank, reg, soff, err = self.layout.resolve_data(self.rank, D["buf_ptr"], length)
         i = _first(err != 0)
-        if i is not None:
-            raise self.fail(f"buf_ptr {int(D['buf_ptr'][i]):#x} ({int(length[i])} bytes) "
-                            f"{ADDRESS_ERRORS[int(err[i])]}", art, i, "buf_ptr",
-                            channel=int(chan[i]))
+        # raised after decode_tiles: a length the tile's other streams and the leg's
+        # num_elements do not bear out is named there, at its length (until 2026-12-07 a
+        # length running past its region was named at buf_ptr); decode_tiles reads no address
+        self.bd_address_error = None if i is None else self.fail(
+            f"buf_ptr {int(D['buf_ptr'][i]):#x} ({int(length[i])} bytes) "
+            f"{ADDRESS_ERRORS[int(err[i])]}", art, i, "buf_ptr", channel=int(chan[i]))
         self.bd_len, self.bd_leg = length, leg_of
         self.bd_first = (lc & F.LEN_FIRST) != 0
         self.bd_last = (lc & F.LEN_LAST) != 0
@@ -991,10 +995,12 @@ class RankDecoder:
         leg_end[:-1] = leg[1:] != leg[:-1]
         self.check(leg_start & ~first, "the first BD of a leg does not have FIRST", art, "FIRST")
         self.check(leg_end & ~last, "the last BD of a leg does not have LAST", art, "LAST")
+        key = self.bd_dir * 32 + self.bd_stream
         if n > 1:
             inner = ~leg_end[:-1]
-            self.check(inner & (last[:-1] != first[1:]), "FIRST/LAST do not delimit tiles "
-                       "(a LAST must be followed by a FIRST and only then)", art, "FIRST")
+            i = _first(inner & (last[:-1] != first[1:]))
+            if i is not None:
+                self._blame_tile_bound(i, key, last, first)
         tile = np.cumsum(first) - 1
         n_tiles = int(first.sum())
         per_leg = np.bincount(leg[first], minlength=self.n_legs) if n else np.zeros(
@@ -1004,7 +1010,6 @@ class RankDecoder:
             raise self.fail(f"n_tiles should be {per_leg[bad]}, the tiles its BDs form, not "
                             f"{L['n_tiles'][bad]}",
                             "legs.bin", bad, "n_tiles")
-        key = self.bd_dir * 32 + self.bd_stream
         tstart = np.flatnonzero(first)
         if n > 1:
             same_tile = tile[1:] == tile[:-1]
@@ -1060,8 +1065,10 @@ class RankDecoder:
         m = g_dir == 0
         np.minimum.at(smin, g_tile[m], g_len[m])
         np.maximum.at(smax, g_tile[m], g_len[m])
+        groups = (g_tile, g_dir, g_stream, g_len, gstart, t_leg)
         bad = _first(smin != smax)
         if bad is not None:
+            self._blame_stream_length(bad, *groups)
             raise self.fail("the source streams of a tile have different lengths", art,
                             int(tstart[bad]), "length")
         src_len[:] = smax
@@ -1072,6 +1079,7 @@ class RankDecoder:
         np.maximum.at(dmax, g_tile[m], g_len[m])
         bad = _first((dmin != dmax) | (dmax != src_len))
         if bad is not None:
+            self._blame_stream_length(bad, *groups)
             raise self.fail(f"destination streams of {dmin[bad]}..{dmax[bad]} bytes for sources "
                             f"of {src_len[bad]} bytes", art, int(tstart[bad]), "length")
         leg_bytes = np.bincount(t_leg, weights=src_len, minlength=self.n_legs).astype(np.int64)
@@ -1087,6 +1095,67 @@ class RankDecoder:
         self.S, self.D = S, Dn
         self.tile_first_of_leg = np.cumsum(per_leg) - per_leg
         self.tile_src_len = src_len
+
+    def _blame_tile_bound(self, i: int, key: np.ndarray, last: np.ndarray,
+                          first: np.ndarray) -> None:
+        """BD ``i``'s LAST and BD ``i + 1``'s FIRST (of one leg) disagree: name the bit that
+        holds the change. A tile runs M2S sources 0, 1, ..., then S2M destinations (FORMATS
+        §5), and has both, so a tile ends exactly where the stream key (dir, stream) falls
+        from one BD to the next (the last destination, then source 0): there both bits
+        belong set, elsewhere both clear (until 2026-12-07 BD i was named, as FIRST,
+        whichever bit was changed)."""
+        art = "dma.bin"
+        ends = bool(key[i + 1] < key[i])
+        order = " (FORMATS §5: a tile's M2S sources 0, 1, ..., then its S2M destinations)"
+        if bool(last[i]) != ends:
+            raise self.fail(f"LAST should be {int(ends)}, not {int(last[i])}: " + (
+                "a tile ends here: the next BD's stream comes before this BD's, and the next BD "
+                "has FIRST" if ends else "no tile ends here: the next BD's stream is this BD's "
+                "or comes after it, and the next BD has no FIRST") + order, art, i, "LAST")
+        raise self.fail(f"FIRST should be {int(ends)}, not {int(first[i + 1])}: " + (
+            "a tile starts here: this BD's stream comes before the previous BD's, and the "
+            "previous BD has LAST" if ends else "no tile starts here: this BD's stream is the "
+            "previous BD's or comes after it, and the previous BD has no LAST") + order, art,
+            i + 1, "FIRST")
+
+    def _blame_stream_length(self, t: int, g_tile, g_dir, g_stream, g_len, gstart,
+                             t_leg) -> None:
+        """Tile ``t``'s streams carry different bytes: where one stream's bytes over all its
+        leg's tiles are not the leg's num_elements x the element size and every other stream's
+        are, and the tile's other streams agree, that stream's BDs hold the change and are
+        named at their length (until 2026-12-07 the tile's first BD was, whichever BD was
+        changed). Returns otherwise: the caller's line stands."""
+        leg = int(t_leg[t])
+        ne = int(self.a["legs.bin"]["num_elements"][leg])
+        dsize = int(self.entry_trigger[int(self.spi[leg])].dsize)
+        want_leg = ne * dsize
+        of_leg = np.flatnonzero(t_leg[g_tile] == leg)
+        skey = g_dir * 32 + g_stream
+        total = {int(k): int(g_len[of_leg][skey[of_leg] == k].sum())
+                 for k in np.unique(skey[of_leg])}
+        off = [k for k, v in total.items() if v != want_leg]
+        if len(off) != 1:
+            return
+        mine = np.flatnonzero(g_tile == t)
+        g = [int(x) for x in mine if skey[x] == off[0]]
+        others = {int(g_len[x]) for x in mine if skey[x] != off[0]}
+        if len(g) != 1 or len(others) != 1:
+            return
+        g = g[0]
+        want = others.pop()
+        a = int(gstart[g])
+        b = int(gstart[g + 1]) if g + 1 < gstart.size else int(self.bd_len.size)
+        side = f"{'destination' if g_dir[g] else 'source'} {int(g_stream[g])}"
+        why = (f"the tile's other streams carry {want} bytes, and over the leg's tiles every "
+               f"other stream carries {want_leg} bytes, the leg's num_elements {ne} x {dsize} "
+               f"(legs.bin record {leg}), {side} {total[off[0]]}")
+        if b - a == 1:
+            raise self.fail(f"length should be {want}, not {int(g_len[g])}: {why}", "dma.bin", a,
+                            "length")
+        raise self.fail(f"the {b - a} BDs of {side} of the tile (dma.bin records {a}..{b - 1}) "
+                        f"carry {int(g_len[g])} bytes, not {want}: {why}; the length of one of "
+                        "them is wrong, and nothing else read here tells which", "dma.bin", a,
+                        "length")
 
     # ------------------------------------------------------------------ CCE
     def decode_cce(self) -> None:
