@@ -62,13 +62,14 @@ def test_a_bds_buf_ptr_is_named_in_dma_bin_not_at_the_0xbf_words_start_addr(
 # successor across the network, 12 entries of 1024 bytes each with complete 1 (FORMATS §8.2:
 # net_dest_addr is complete at 4, dev_addr at 8, size at 32, src_rank at 40; net_src_addr
 # dev_addr at 8, size at 32, dst_rank at 48, dst_addr at 56)
-@pytest.mark.parametrize("offset,field,mine", [(32, "size", "size"), (8, "dev_addr", "dst_addr"),
+@pytest.mark.parametrize("offset,field,mine", [(8, "dev_addr", "dst_addr"),
                                                (4, "complete", "complete")])
 def test_a_receive_entrys_value_its_transmit_entry_disagrees_with_names_both(
         r2n_out, tmp_path, offset, field, mine):
-    """Nothing read before the pairing fixes a receive entry's size, dev_addr or complete
-    bit, nor its transmit entry's: the line names both records and fields (until 2026-12-07
-    it named only rank 1's net_src.bin record 0, which was not changed)."""
+    """Nothing read before the pairing fixes a receive entry's dev_addr or complete bit, nor
+    its transmit entry's: the line names both records and fields (until 2026-12-07 it named
+    only rank 1's net_src.bin record 0, which was not changed). A size is held to its
+    sending leg (below)."""
     out = copy(r2n_out, tmp_path)
     rx = np.fromfile(out / "rank-0064" / "net_dest.bin", F.NET_DEST_ADDR_DTYPE)
     tx = np.fromfile(out / "rank-0001" / "net_src.bin", F.NET_SRC_ADDR_DTYPE)
@@ -293,6 +294,35 @@ def test_a_func_rel_op_idx_moving_an_op_to_another_entry_is_named_in_net_ops_bin
         f"intra_redsct), which the dst_rank 0 of its net_src.bin records 0-{n - 1} does not "
         "fit, and entry 3 (trigger 1, leg inter_allg) it fits: func_rel_op_idx or dst_rank is "
         "wrong, and nothing else read tells which")
+
+
+# ---------------------------------------------------------------- the sending leg's bytes
+# r2n_out (above): rank 1's transmit entry 0 is the whole transfer (complete 1, the first) of
+# the first leg that hands data to the proxy, its send of half a chunk: 4096 / 4 ranks / 2
+# halves = 512 bf16 elements, 1024 bytes (FORMATS §8 "Entries": a ring leg's half-chunk in
+# the gateway view is one contiguous run, one entry). FORMATS §8.2: size is the u32 at 32 of
+# both net_src_addr and net_dest_addr.
+@pytest.mark.parametrize("rank,name,peer", [(64, "net_dest.bin", 1), (1, "net_src.bin", 64)])
+def test_a_pairs_size_is_named_on_the_side_its_sending_leg_does_not_bear_out(
+        r2n_out, tmp_path, rank, name, peer):
+    """Bit 0 of size flipped on one side, 1024 -> 1025: the leg's num_elements x 2 bytes
+    (legs.bin record 2 of rank 1, after the entry handshake's two mark_complete legs, FORMATS
+    §3.4) tells which side holds the change, and it alone is named (until 2026-12-07 both,
+    `size 1024 here and size 1025 in the paired receive entry ... nothing else read tells
+    which`, and before that the transmit entry whichever was changed)."""
+    out = copy(r2n_out, tmp_path)
+    legs = np.fromfile(out / "rank-0001" / "legs.bin", F.LEG_DTYPE)
+    assert (int(legs["leaf"][2]), int(legs["num_elements"][2])) == (1, 512)  # send
+    _flip(out, rank, name, 32)
+    leg = "rank 1's send leg (legs.bin record 2), num_elements 512 x 2 = 1024 bytes"
+    head = (f"{out / f'rank-{rank:04d}'}: field size, rank {rank}, channel 0, artifact {name}, "
+            "record 0: size should be 1024, not 1025: ")
+    assert _error(out) == head + (
+        f"the paired transmit entry (rank 1, net_src.bin record 0) carries the whole transfer "
+        f"of {leg}" if rank == 64 else
+        f"this entry is the whole transfer of {leg}, as the paired receive entry (rank 64, "
+        "net_dest.bin record 0) says")
+
 
 # ---------------------------------------------------------------- tpinc.bin repeat
 # ar2_out (test_simulate_unreached41): rank 0's legs are mark_complete x 2 (no BDs), send x 2

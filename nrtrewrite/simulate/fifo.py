@@ -510,6 +510,7 @@ class FifoDecoder:
             prog = self.programs[rank]
             lst: list[Transfer] = []
             hs = (rank, sem_id(ch, ROLE_SEND))
+            sent: dict[int, int] = {}  # entry -> its complete transfers so far (in order)
             for k, (start, n) in sorted(f.tx_groups.items()):
                 ent = prog.entries[f.op_entry[k]]
                 t = ent.trigger
@@ -539,11 +540,15 @@ class FifoDecoder:
                                               f"{rf.rx_first + rj})", rank=rank, channel=ch,
                                               artifact="net_src.bin", record=rec,
                                               trigger=t.ordinal)
-                    self._check_pair(f, rf, rec, tx[j], rf.rx[rj], recv, rf.rx_first + rj)
+                    comp = bool(tx["complete"][j])
+                    whole = prev_complete and comp  # the entry is its transfer, whole
+                    self._check_pair(f, rf, rec, tx[j], rf.rx[rj], recv, rf.rx_first + rj,
+                                     self._sender(prog, ent, ch, sent.get(ent.index, 0))
+                                     if whole and _ring_op(ent) else None)
+                    sent[ent.index] = sent.get(ent.index, 0) + comp
                     dst = self._resolve(recv, recv, rf.rx["dev_addr"][rj:rj + 1],
                                         rf.rx["size"][rj:rj + 1], "net_dest.bin",
                                         rf.rx_first + rj, "dev_addr")
-                    comp = bool(tx["complete"][j])
                     notify = None
                     if comp:
                         tr, _w, sid, _e = self.layout.resolve_sema(
@@ -733,11 +738,43 @@ class FifoDecoder:
                 "data wait for (FORMATS §8.1)", rank=rank, channel=ch, artifact="net_ops.bin",
                 record=f.ops_first + k, field="inc_recv_complete")
 
-    def _check_pair(self, f, rf, rec, tx, rx, recv, rx_rec) -> None:
-        """The two entries of a pair agree (FORMATS §8.2). Nothing read before this fixes
-        either side's value alone, so a disagreement names both records and fields."""
+    @staticmethod
+    def _sender(prog: RankProgram, ent: Entry, ch: int, i: int) -> tuple[int, int, int] | None:
+        """The leg of ``ent`` on channel ``ch`` that hands transfer ``i`` (0 the first) to the
+        proxy (its send_sema increments, in program order: _check_sends counted them) and
+        its num_elements and element size (the transfer's bytes), where that leg hands
+        exactly one transfer (FORMATS §8 "Entries": a ring leg's data is one transfer); else
+        None."""
+        first, count = ent.queues.get(ch, (0, 0))
+        ends = np.cumsum(prog.l_proxy_sends[first:first + count])
+        g = first + int(np.searchsorted(ends, i, side="right"))
+        if g >= first + count or int(prog.l_proxy_sends[g]) != 1:
+            return None
+        return g, int(prog.l_num[g]), io_size(ent.trigger.dtype)
+
+    def _check_pair(self, f, rf, rec, tx, rx, recv, rx_rec, sender=None) -> None:
+        """The two entries of a pair agree (FORMATS §8.2). Their addresses and ``complete``
+        are fixed by nothing read before this, so a disagreement names both records and
+        fields; a ``size`` where the transmit entry is a whole transfer of a ring-family
+        leg (``sender``: the leg and its bytes, :meth:`_sender`) is held to those bytes,
+        and the side that differs from them is named (until 2026-12-07 both were)."""
         where = dict(rank=f.rank, channel=f.channel, artifact="net_src.bin", record=rec)
         there = f"the paired receive entry (rank {recv}, net_dest.bin record {rx_rec})"
+        if sender is not None and int(tx["size"]) != int(rx["size"]):
+            g, num, esize = sender
+            nbytes = num * esize
+            leg = (f"rank {f.rank}'s {_leg_name(self.programs[f.rank], g)} leg (legs.bin "
+                   f"record {g}), num_elements {num} x {esize} = {nbytes} bytes")
+            if int(tx["size"]) == nbytes:
+                raise SimulationError(
+                    f"size should be {nbytes}, not {int(rx['size'])}: the paired transmit entry "
+                    f"(rank {f.rank}, net_src.bin record {rec}) carries the whole transfer of "
+                    f"{leg}", rank=recv, channel=f.channel, artifact="net_dest.bin",
+                    record=rx_rec, field="size")
+            if int(rx["size"]) == nbytes:
+                raise SimulationError(
+                    f"size should be {nbytes}, not {int(tx['size'])}: this entry is the whole "
+                    f"transfer of {leg}, as {there} says", field="size", **where)
         for mine, theirs in (("dst_addr", "dev_addr"), ("size", "size"),
                              ("complete", "complete")):
             a, b = int(tx[mine]), int(rx[theirs])
