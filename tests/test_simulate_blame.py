@@ -436,3 +436,19 @@ def test_a_first_or_last_bit_is_named_at_its_bd(ar2_out, tmp_path, bd, mask, fie
     _flip(out, 0, "dma.bin", 16 * bd + 3, mask)
     assert _error(out) == (f"{out / 'rank-0000'}: field {field}, rank 0, artifact dma.bin, "
                            f"record {bd}: {why}{ORDER}")
+
+
+# ---------------------------------------------------------------- legs.bin order
+def test_a_legs_channel_raised_is_named_at_its_record_not_the_next(ar2_out, tmp_path):
+    """FORMATS §3: legs are ordered by (entry, channel); channel is the u8 at 6 of a 64-byte
+    record. ar2_out's rank 0 has one entry on channel 0 (11 legs): record 5's channel bit 0
+    set (0 -> 1) puts it before record 6 (channel 0), and records 4 and 6 are in order
+    without it: record 5 is named, at channel (until 2026-12-07 `field spad_index, ...,
+    record 6: legs are not ordered by (entry, channel): record 6 comes after entry 0 channel
+    1`, a record nobody changed)."""
+    out = copy(ar2_out, tmp_path)
+    assert _flip(out, 0, "legs.bin", 64 * 5 + 6) == 0
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field channel, rank 0, artifact legs.bin, record 5: legs are not "
+        "ordered by (entry, channel): record 5 (entry 0 channel 1) comes before record 6 "
+        "(entry 0 channel 0), and records 4 and 6 are in order without it")

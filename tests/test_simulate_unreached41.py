@@ -306,9 +306,12 @@ SEM = 16  # sem.bin: ctrl 0, value 4, addr 8 (FORMATS §7)
     ("legs.bin", 10 * LEG + 60, "<I", lambda v: 1, "field ring_step, rank 0, channel 0, "
      "artifact legs.bin, record 10", "ring_step 1 on a mark_end leg (0: it is no ring step, "
      "FORMATS §3)"),
-    ("legs.bin", 2 * LEG + 6, "B", lambda v: 1, "field spad_index, rank 0, artifact legs.bin, "
-     "record 3", "legs are not ordered by (entry, channel): record 3 comes after entry 0 "
-     "channel 1"),
+    # record 2's channel 0 -> 1: records 1 and 3 (channel 0) are in order without it, so it
+    # is named (until 2026-12-07 `field spad_index, ..., record 3: ... record 3 comes after
+    # entry 0 channel 1`, a record nobody changed)
+    ("legs.bin", 2 * LEG + 6, "B", lambda v: 1, "field channel, rank 0, artifact legs.bin, "
+     "record 2", "legs are not ordered by (entry, channel): record 2 (entry 0 channel 1) comes "
+     "before record 3 (entry 0 channel 0), and records 1 and 3 are in order without it"),
     # record 4's cce_count one less: record 5's cce_first (4) no longer follows it (3), but
     # the legs after record 5 follow it: the count is named (until 2026-12-07 record 5's
     # cce_first was)

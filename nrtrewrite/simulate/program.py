@@ -540,9 +540,9 @@ class RankDecoder:
                    art, "spad_index")
         self.check(ch >= 32, "channel is not in 0..31", art, "channel")
         key = spi * 32 + ch
-        self.check(np.diff(key) < 0, lambda i: "legs are not ordered by (entry, channel): "
-                   f"record {i + 1} comes after entry {spi[i]} channel {ch[i]}", art, "spad_index",
-                   base=1)
+        i = _first(np.diff(key) < 0)
+        if i is not None:
+            self._blame_order(i, spi, ch, key)
         new = np.ones(n, bool)
         new[1:] = key[1:] != key[:-1]
         gid = np.cumsum(new) - 1
@@ -840,6 +840,32 @@ class RankDecoder:
                         f"({spg[gid[bad]]} steps a group on this channel; h_cw "
                         f"{t.single_cycle[1][0]}, {n} ranks) (docs/DESIGN.md \"Single-cycle "
                         "ring\", FORMATS §3)", art, int(bad), "ring_step", channel=int(ch[bad]))
+
+    def _blame_order(self, i: int, spi: np.ndarray, ch: np.ndarray, key: np.ndarray) -> None:
+        """Record ``i + 1``'s (entry, channel) comes before record ``i``'s (FORMATS §3: legs
+        are ordered by entry, then channel). Where taking record ``i`` out leaves its
+        neighbours in order and taking ``i + 1`` out does not, record ``i`` holds the change
+        and is named; likewise ``i + 1``; where either would do, both are named (until
+        2026-12-07 record ``i + 1`` always was, a raised record ``i`` named at its
+        neighbour)."""
+        n = key.size
+        a = i == 0 or key[i - 1] <= key[i + 1]  # without record i, in order
+        b = i + 2 >= n or key[i] <= key[i + 2]  # without record i + 1, in order
+        head = "legs are not ordered by (entry, channel): "
+        if a and b:
+            raise self.fail(f"{head}record {i + 1} (entry {spi[i + 1]} channel {ch[i + 1]}) "
+                            f"comes after record {i} (entry {spi[i]} channel {ch[i]}): one of the "
+                            "two records is wrong, and nothing else read here tells which",
+                            "legs.bin", i + 1, "spad_index" if spi[i] != spi[i + 1] else "channel")
+        j = i if a else i + 1
+        nb = [k for k in (j - 1, j + 1) if 0 <= k < n]
+        fld = "spad_index" if any(spi[j] != spi[k] for k in nb) else "channel"
+        around = (f"records {nb[0]} and {nb[1]} are in order without it" if len(nb) == 2 else
+                  f"the records {'after' if nb[0] > j else 'before'} it are in order")
+        o = i + 1 if j == i else i  # the other record of the pair
+        raise self.fail(f"{head}record {j} (entry {spi[j]} channel {ch[j]}) comes "
+                        f"{'before' if j == i else 'after'} record {o} (entry {spi[o]} channel "
+                        f"{ch[o]}), and {around}", "legs.bin", j, fld)
 
     def _check_ranges(self, L: np.ndarray, first: str, count: str, fname: str) -> None:
         """The legs' ``first`` / ``count`` ranges tile ``fname`` in leg order (FORMATS §3).
