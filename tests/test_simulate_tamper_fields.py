@@ -579,6 +579,11 @@ def test_ring_step_plus_one_on_every_ring_leaf_of_every_op(ring_out, tmp_path):
     # the mesh_reduce (step 3) numbered below the mesh_send before it (2)
     ("ssm8", {5: 1}, ["record 5", "ring_step 1 after ring_step 2 (legs.bin record 4) in an "
                       "entry of SINGLE_STEP_MESH"]),
+    # a mesh_send's step 3 raised to 11 (bit 3): above the next leg's 4, but step 3 fits
+    # between its neighbours' 2 and 4 and no step fits record 6's place between 11 and 5:
+    # record 5 is named (until 2026-12-07 record 6, `ring_step 4 after ring_step 11`)
+    ("mesh", {5: 11}, ["record 5:", "ring_step 11 before ring_step 4 (legs.bin record 6) in an "
+                       "entry of MESH", "a step between its neighbours' would fit here"]),
 ])
 def test_a_mesh_or_rdh_ring_step_out_of_order_is_caught(rdh8n_out, mesh_out, rdh5_out, ssm8_out,
                                                         tmp_path, which, edits, words):

@@ -745,10 +745,24 @@ class RankDecoder:
         if bad is None:
             return
         i, j = int(cur[bad]), int(prev[bad])
-        raise self.fail(f"ring_step {got[i]} after ring_step {got[j]} (legs.bin record {j}) in "
-                        f"an entry of {_alg_name(int(at[i]))}: each composed leg has its own "
-                        "step, in order (FORMATS §3)", "legs.bin", i, "ring_step",
-                        channel=int(L["channel"][i]))
+        # which of the two holds the change: the one some whole step fits in place of,
+        # strictly between its other neighbours of the group (until 2026-12-07 the later
+        # record was always named, a raised step named at the next leg)
+        before = int(idx[bad - 1]) if bad > 0 and gid[idx[bad - 1]] == gid[j] else None
+        after = int(idx[bad + 2]) if bad + 2 < idx.size and gid[idx[bad + 2]] == gid[i] \
+            else None
+        j_fits = got[i] - (got[before] if before is not None else -1) >= 2
+        i_fits = after is None or got[after] - got[j] >= 2
+        what = (f"in an entry of {_alg_name(int(at[i]))}: each composed leg has its own step, in "
+                "order (FORMATS §3)")
+        if j_fits and not i_fits:
+            raise self.fail(f"ring_step {got[j]} before ring_step {got[i]} (legs.bin record {i}) "
+                            f"{what}, and a step between its neighbours' would fit here",
+                            "legs.bin", j, "ring_step", channel=int(L["channel"][j]))
+        both = (": one of the two records is wrong, and nothing else read here tells which"
+                if j_fits else "")
+        raise self.fail(f"ring_step {got[i]} after ring_step {got[j]} (legs.bin record {j}) "
+                        f"{what}{both}", "legs.bin", i, "ring_step", channel=int(L["channel"][i]))
 
     def check_single_cycle_legs(self) -> None:
         """FORMATS §3 ``half`` and ``ring_step`` of a flat SINGLE_CYCLE_RING entry's ring
