@@ -414,6 +414,30 @@ def test_a_bd_length_is_named_at_its_bd_not_the_tiles_first(
         f"(legs.bin record {leg}), {side} 501")
 
 
+def test_a_bd_length_among_several_runs_of_a_stream_is_named_at_its_bd(tmp_path):
+    """A bf16 all-reduce of 256 elements over ranks 0, 1 (RING), src and dst SBUF access
+    patterns of one partition, rows of 16 elements (32 bytes) every 32 (dims [[1, 16], [32,
+    16]]). Rank 0's legs.bin record 2 sends block 1's first half, elements [128, 192): 64
+    elements, one tile (128 bytes, under 64 KiB: FORMATS §3 n_tiles), its source 4 runs of
+    a row each, BDs 0..3 of 32 bytes (FORMATS §5: one BD per row of dim 0), then its
+    destination. BD 1's length bit 0 flipped, 32 -> 33: the stream carries 129 bytes, and
+    BD 1 alone is no whole row; 32 would make it one: it is named (until 2026-12-07 the
+    tile's first BD, record 0)."""
+    from test_sbuf_overlap import ap, sbuf_spec
+    rows = ((1, 16), (32, 16))
+    out = lower_spec(sbuf_spec("all_reduce", ap(dims=rows), ap("u", dims=rows), ranks=2),
+                     tmp_path / "o")
+    _flip(out, 0, "dma.bin", 16 * 1)
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field length, rank 0, artifact dma.bin, record 1: length should "
+        "be 32, not 33: the 4 BDs of source 0 of the tile (dma.bin records 0..3) carry 129 "
+        "bytes, not 128: the tile's other streams carry 128 bytes, and over the leg's tiles "
+        "every other stream carries 128 bytes, the leg's num_elements 64 x 2 (legs.bin record "
+        "2), source 0 129; its other BDs are whole rows of 32 bytes (the most common length of "
+        "the stream's runs over the leg) or the two pieces of a row cut at a tile's end, and "
+        "32 bytes would make this one so")
+
+
 ORDER = " (FORMATS §5: a tile's M2S sources 0, 1, ..., then its S2M destinations)"
 
 

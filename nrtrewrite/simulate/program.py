@@ -1192,10 +1192,52 @@ class RankDecoder:
         if b - a == 1:
             raise self.fail(f"length should be {want}, not {int(g_len[g])}: {why}", "dma.bin", a,
                             "length")
+        odd = self._odd_run(a, b, leg, int(g_len[g]) - want)
+        if odd is not None:
+            j, row = odd
+            was = int(self.bd_len[j]) - (int(g_len[g]) - want)
+            raise self.fail(f"length should be {was}, not {int(self.bd_len[j])}: the {b - a} BDs "
+                            f"of {side} of the tile (dma.bin records {a}..{b - 1}) carry "
+                            f"{int(g_len[g])} bytes, not {want}: {why}; its other BDs are whole "
+                            f"rows of {row} bytes (the most common length of the stream's runs "
+                            "over the leg) or the two pieces of a row cut at a tile's end, and "
+                            f"{was} bytes would make this one so", "dma.bin", j, "length")
         raise self.fail(f"the {b - a} BDs of {side} of the tile (dma.bin records {a}..{b - 1}) "
                         f"carry {int(g_len[g])} bytes, not {want}: {why}; the length of one of "
                         "them is wrong, and nothing else read here tells which", "dma.bin", a,
                         "length")
+
+    def _odd_run(self, a: int, b: int, leg: int, delta: int) -> tuple[int, int] | None:
+        """Of BDs [a, b), one stream's runs in one tile (FORMATS §5: an SBUF access pattern's
+        rows of dim 0, cut where a tile ends) carrying ``delta`` bytes too many, the one BD
+        that is no whole row (the most common length of the stream's runs over the leg) nor
+        one of the two pieces of a row cut at a tile's end (contiguous with the stream's
+        next or previous run, the two a whole row), and that ``delta`` bytes fewer would
+        make one, and the row's length; None unless exactly one BD is such."""
+        key = self.bd_dir * 32 + self.bd_stream
+        m = np.flatnonzero((self.bd_leg == leg) & (key == key[a]))
+        vals, counts = np.unique(self.bd_len[m], return_counts=True)
+        row = int(vals[np.argmax(counts)])
+        ln = self.bd_len
+
+        def joins(x: int, y: int, lx: int) -> bool:
+            return (self.bd_rank[x] == self.bd_rank[y] and self.bd_reg[x] == self.bd_reg[y]
+                    and int(self.bd_soff[x]) + lx == int(self.bd_soff[y]))
+
+        def whole(j: int, lj: int) -> bool:
+            if lj == row:
+                return True
+            pos = int(np.searchsorted(m, j))
+            nxt = int(m[pos + 1]) if pos + 1 < m.size else None
+            prv = int(m[pos - 1]) if pos > 0 else None
+            return ((j == b - 1 and nxt is not None and joins(j, nxt, lj)
+                     and lj + int(ln[nxt]) == row)
+                    or (j == a and prv is not None and joins(prv, j, int(ln[prv]))
+                        and int(ln[prv]) + lj == row))
+        odd = [j for j in range(a, b) if not whole(j, int(ln[j]))]
+        if len(odd) != 1 or not 0 < int(ln[odd[0]]) - delta <= F.BD_MAX_BYTES:
+            return None
+        return (odd[0], row) if whole(odd[0], int(ln[odd[0]]) - delta) else None
 
     # ------------------------------------------------------------------ CCE
     def decode_cce(self) -> None:
