@@ -570,12 +570,18 @@ def test_a_reserved_net_ops_info_byte_names_its_field_and_value(mut2, offsets, s
 def test_a_receive_entry_that_disagrees_with_its_transmit_entry(mut2, field, change):
     """FORMATS.md §8: the proxy pairs a receiver's k-th receive entry with the k-th transmit
     entry addressed to it; the two carry the same size and the same complete bit. Nothing
-    else fixes either value, so the line names both records (the changed receive entry
-    too: until 2026-12-07 only the transmit entry, which was not changed)."""
+    else fixes the complete bit, so the line names both records (the changed receive entry
+    too: until 2026-12-07 only the transmit entry, which was not changed); the size of a
+    ring leg's whole transfer is its sending leg's num_elements x element size, which the
+    transmit entry keeps, so the receive entry alone is named (docs/SIMULATOR.md §2)."""
     r = first_rank_with(mut2, "net_dest.bin")
     old = int(mut2.arr(r, "net_dest.bin")[field][0])
     mut2.edit(r, "net_dest.bin", lambda a: a[field].__setitem__(0, change(old)))
     text = failure_text(mut2.simulate())
+    if field == "size":
+        assert (f"artifact net_dest.bin, record 0: size should be {old}, not {change(old)}: "
+                "the paired transmit entry") in text, text
+        return
     assert (f"{field} {change(old)} in the paired receive entry (rank {r}, net_dest.bin "
             f"record 0) should be equal") in text, text
 
