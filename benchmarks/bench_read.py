@@ -262,7 +262,10 @@ def main() -> None:
                     "run lasts: another bench_read.py or bench_diff.py run given the same "
                     "--out is refused, and so is a folder whose file system takes no locks")
     ap.add_argument("--keep", action="store_true", help="keep the inputs afterwards (without it, "
-                    "only what this run wrote into --out is removed)")
+                    "only what this run wrote into --out is removed; whatever --keep says, a "
+                    "run first removes the temporary files killed runs left there: "
+                    ".NAME.bench-read-tmp-PID-HEX, and an input's NAME.tmp (w1.tmp, g2.tmp: "
+                    "the shape of runs before 2026-12-07) an hour unchanged)")
     args = ap.parse_args()
     names = args.only.split(",") if args.only else list(DEFAULT)
     for name in names:  # every name checked before anything is written

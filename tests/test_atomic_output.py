@@ -1586,6 +1586,39 @@ def test_a_sigkilled_golden_leaves_a_temp_the_next_run_removes_written_or_unchan
         (tmp_path / f".g.tar.gz.{dead_pid()}-k1ll_3d0.tmp").write_bytes(b"half")
 
 
+def test_a_writer_whose_lock_a_cleanup_holds_that_instant_waits_for_it(tmp_path, monkeypatch):
+    """Review 54k: a writer's ``flock`` of its new temporary file, falling in the instant
+    another writer's cleanup holds it (looking at it), got ``BlockingIOError`` and went on
+    without its lock, so after a minute unchanged (a slow fsync) the next writer removed it
+    and the first write failed.  It waits for the lock instead: the temporary file returned
+    is locked (another open of it cannot take the lock)."""
+    import fcntl
+
+    from nrtrewrite.neff import writer
+
+    real, calls = fcntl.flock, []
+
+    def flock(fd, op):
+        calls.append(op)
+        if len(calls) == 1:
+            raise BlockingIOError(errno.EWOULDBLOCK, "Resource temporarily unavailable")
+        return real(fd, op)
+    monkeypatch.setattr(writer.fcntl, "flock", flock)
+    fd, tmp = writer.temp_sibling(tmp_path / "m.neff")
+    monkeypatch.setattr(writer.fcntl, "flock", real)
+    try:
+        assert calls == [fcntl.LOCK_EX | fcntl.LOCK_NB, fcntl.LOCK_EX]
+        other = os.open(tmp, os.O_RDONLY)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(other)
+    finally:
+        os.close(fd)
+        os.unlink(tmp)
+
+
 def test_only_a_gone_writers_temporaries_are_removed(tmp_path):
     """``writer.remove_stale_temps`` (the first step of every atomic write): removed, this
     user's regular files named ``.NAME.PID-XXXXXXXX.tmp`` whose PID runs no process, or

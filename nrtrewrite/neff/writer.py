@@ -250,7 +250,14 @@ def temp_sibling(path: str | os.PathLike) -> tuple[int, str]:
     fd, tmp = tempfile.mkstemp(prefix=f".{stem}.{os.getpid()}-", suffix=".tmp",
                                dir=os.path.dirname(os.path.abspath(path)))
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            # another writer's cleanup holds it this instant, looking at it (it leaves a
+            # live writer's fresh file alone): wait for it, so this write is never unlocked
+            # (review 54k: it went on without its lock, and after a minute unchanged, a slow
+            # fsync, the next writer removed it)
+            fcntl.flock(fd, fcntl.LOCK_EX)
     except OSError:
         pass  # (no locks there: the PID alone tells)
     return fd, tmp
