@@ -729,3 +729,43 @@ def test_an_out_whose_file_system_takes_no_locks_is_refused(tmp_path, script, th
                "out; give an --out on a file system that takes them (a local one)\n")
     assert (_tree(out) == ["mine.txt"]) if there else not out.exists()
     assert os.listdir(tmp) == []
+
+@pytest.mark.parametrize("rows, says", [
+    # lower reads a member of at most 2 GiB (MAX_MEMBER_BYTES)
+    ("w2049", "model 'w2049': a member of 2,049 MiB is more than lower reads (at most 2048 "
+              "MiB a member)"),
+    # tar's 11 octal digits end at 8 GiB: a traceback (overflow in number field) before
+    ("w8192", "model 'w8192': a member of 8,192 MiB is more than lower reads (at most 2048 "
+              "MiB a member)"),
+    # and a tar stream of at most 4 GiB (MAX_TOTAL_BYTES): two 2048 MiB members and their
+    # headers are over it, two of 2047 MiB are not
+    ("w1,2x2048", "model '2x2048': 2 members of 2,048 MiB are more than lower reads (a tar "
+                  "stream of at most 4 GiB: N at most 2,047 for K = 2)"),
+    # 4096 members of 1 MiB: 4 GiB of data and 4096 headers more
+    ("4096x1", "model '4096x1': 4,096 members of 1 MiB are more than lower reads (a tar "
+               "stream of at most 4 GiB: K too large)"),
+    ("", "no row named (leave --only out for the default rows)"),
+    (" ", "no row named (leave --only out for the default rows)"),
+])
+def test_a_model_lower_cannot_read_is_refused_before_anything_is_written(tmp_path, rows, says):
+    """Review 54f: ``--only w8192`` ended in tarfile's ``ValueError: overflow in number
+    field``, a model larger than lower reads was written whole first, and ``--only ''`` ran
+    the default rows."""
+    from nrtrewrite.neff.container import MAX_MEMBER_BYTES, MAX_TOTAL_BYTES
+
+    # (an --out whose parent is missing: refused too, after --only, so a run that took
+    # the selection would stop there before writing anything)
+    out = tmp_path / "missing" / "diff"
+    res = run("--only", rows, "--out", str(out))
+    assert res.returncode == 2 and res.stdout == "" and "Traceback" not in res.stderr
+    assert res.stderr.splitlines()[-1] == f"bench_diff.py: error: --only: {says}"
+    assert not out.exists()
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_diff
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    assert (bench_diff.MEMBER_LIMIT, bench_diff.STREAM_LIMIT) == (MAX_MEMBER_BYTES,
+                                                                  MAX_TOTAL_BYTES)
+    for fits in ("w2048", "2x2047", "4000x1"):
+        bench_diff.check_row(fits)

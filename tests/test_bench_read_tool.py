@@ -192,3 +192,63 @@ def test_a_killed_runs_half_written_input_is_removed_by_the_next_run(tmp_path):
     res = run("--only", "g1", "--out", str(out), "--keep")
     assert (res.returncode, res.stderr) == (0, "")
     assert sorted(os.listdir(out)) == ["g1.neff", "notes.tmp", "w2.tmp"]
+
+def test_the_tar_stream_is_counted_as_tarfile_writes_it():
+    """The size the bound is judged on: USTAR's 512-byte header and data padded to 512 a
+    member, two zero blocks at the end, the whole padded to tarfile's 10,240-byte record; a
+    tar written with tarfile here is the oracle."""
+    import io
+    import tarfile
+
+    for sizes in ([], [0], [1], [513], [10_000, 1 << 20]):
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tf:
+            for i, (name, data) in enumerate(bench_read._members() + [
+                    (f"m{i}", bytes(n)) for i, n in enumerate(sizes)]):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
+        assert bench_read.tar_stream_bytes(sizes) == len(buf.getvalue()), sizes
+
+
+@pytest.mark.parametrize("name, says", [
+    # the reader reads a tar stream of at most 4 GiB (MAX_TOTAL_BYTES): 4095 MiB and the
+    # four headers, the three small members' blocks and the end fit; 4096 MiB alone does not
+    ("w4096", "input 'w4096': a member of 4,096 MiB is more than read_container reads (a tar "
+              "stream of at most 4 GiB): N at most 4095"),
+    ("z4096", "input 'z4096': a member of 4,096 MiB is more than read_container reads (a tar "
+              "stream of at most 4 GiB): N at most 4095"),
+    # tar's 11 octal digits end at 8 GiB: a traceback (overflow in number field) before
+    ("w8192", "input 'w8192': a member of 8,192 MiB is more than read_container reads (a tar "
+              "stream of at most 4 GiB): N at most 4095"),
+    ("w1,g1000001", "input 'g1000001': 1,000,001 empty gzip members, more than the 1,000,000 "
+                    "this script writes"),
+])
+def test_an_input_too_large_to_read_is_refused_before_anything_is_written(tmp_path, name, says):
+    """Review 54f: ``--only w8192`` ended in ``ValueError: overflow in number field`` and
+    ``w4096`` wrote a 4 GiB file the reading then failed on."""
+    from nrtrewrite.neff.container import MAX_TOTAL_BYTES
+
+    assert bench_read.READ_LIMIT == MAX_TOTAL_BYTES == 4 << 30
+    # (an --out whose parent is missing: refused too, after --only, so a run that took
+    # the selection would stop there before writing anything)
+    out = tmp_path / "missing" / "read"
+    res = run("--only", name, "--out", str(out))
+    assert res.returncode == 2 and res.stdout == "" and "Traceback" not in res.stderr
+    assert res.stderr.splitlines()[-1] == f"bench_read.py: error: --only: {says}"
+    assert not out.exists()
+    bench_read.parse_input("w4095")  # the largest that fits is taken
+    bench_read.parse_input("g1000000")
+
+
+@pytest.mark.parametrize("only", ["", " "])
+def test_an_empty_selection_is_refused(tmp_path, only):
+    """Review 54f: ``--only ''`` ran the whole default set, z3584's 3.6 GB read included."""
+    # (an --out whose parent is missing: refused too, after --only, so a run that took
+    # the selection would stop there before writing anything)
+    out = tmp_path / "missing" / "read"
+    res = run("--only", only, "--out", str(out))
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.splitlines()[-1] == (
+        "bench_read.py: error: --only: no input named (leave --only out for the default set)")
+    assert not out.exists()
