@@ -87,6 +87,15 @@ def model_path(name: str) -> Path:
     return build(name, getattr(models, spec_of)(*args, **kw))
 
 
+def check_rank(model, rank: int, path: Path) -> None:
+    """Refuse (:func:`fail`) a rank outside ``model``'s world, as ``lower --rank`` refuses
+    it (run.py's workers use this rule too: a rank outside the world lowers to nothing)."""
+    from nrtrewrite.select import ranks_text
+
+    if rank not in model.world:
+        fail(f"rank {rank} is not in {path.name}'s world (ranks {ranks_text(model.world)})")
+
+
 def _tool(name: str | None) -> str:
     if name:
         return name
@@ -171,7 +180,6 @@ def profile(args: argparse.Namespace, path: Path, tool: str, functions: list
     profiled run."""
     from nrtrewrite.lower import LowerOptions, lower_rank, plan_lowering
     from nrtrewrite.neff.reader import read_model
-    from nrtrewrite.select import ranks_text
 
     options = LowerOptions(algo=args.algo)
 
@@ -179,8 +187,8 @@ def profile(args: argparse.Namespace, path: Path, tool: str, functions: list
         t0 = time.perf_counter()
         m = read_model(path)
         t1 = time.perf_counter()
-        if args.what != "plan" and args.rank not in m.world:  # as lower --rank refuses it
-            fail(f"rank {args.rank} is not in {path.name}'s world (ranks {ranks_text(m.world)})")
+        if args.what != "plan":
+            check_rank(m, args.rank, path)
         p = plan_lowering(m, options)
         stages["read"], stages["plan (select, prepare)"] = t1 - t0, time.perf_counter() - t1
         return p

@@ -55,6 +55,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from models import MIB, OUT, build, large_spec, sweep_spec  # noqa: E402
 from outdir import raise_lost_stop, replace_together, stop_cleanly  # noqa: E402
+from profile_rank import check_rank, fail  # noqa: E402
 import report  # noqa: E402
 
 #: Records kept per file for the construct reference path.
@@ -154,6 +155,7 @@ def measure_rank(model: str, rank: int, sample: int, write: bool) -> dict:
         data = Path(model).read_bytes()
         m = read_model(model)
         t1 = time.perf_counter()
+        check_rank(m, rank, Path(model))  # (a rank outside the world lowers to nothing)
         plan = plan_lowering(m, LowerOptions(), input_sha256=hashlib.sha256(data).hexdigest())
         check_plan(plan)
         t2 = time.perf_counter()
@@ -232,6 +234,8 @@ def measure_cli(model: str, rank: int) -> dict:
     rank's artifacts."""
     c_imp = time.perf_counter()
     import importlib
+
+    import click
     importlib.import_module("nrtrewrite.cli.lower")  # (click imports a command lazily)
     from nrtrewrite.cli import main
     from nrtrewrite.compose import algorithm
@@ -243,9 +247,11 @@ def measure_cli(model: str, rank: int) -> dict:
         try:
             main.main(["lower", model, "--rank", str(rank), "-o", str(tmp / "out"), "-q"],
                       prog_name="nrtrewrite", standalone_mode=False)
-        except SystemExit as exc:  # (the command's own exit: 0 or an error)
+        except SystemExit as exc:  # (the command's own exit: 0, or its error line printed)
             if exc.code:
                 raise
+        except click.ClickException as exc:  # (its usage errors: a traceback until 2026-12-07)
+            fail(f"nrtrewrite lower: {exc.format_message()}")
         dt = time.perf_counter() - t0
         c1 = os.times()
         rdir = tmp / "out" / f"rank-{rank:04d}"
@@ -295,6 +301,8 @@ def measure_sweep(models: list[str], algo: str | None, reps: int = SWEEP_REPS) -
     from nrtrewrite.neff.reader import read_model
 
     read = [read_model(m) for m in models]
+    for path, m in zip(models, read):
+        check_rank(m, 0, Path(path))
     for m in read:  # the warm-up: one-time costs of each model's first lowering
         lower_rank(plan_lowering(m, LowerOptions(algo=algo)), 0, sink=lambda name, arr: None)
     best: list = [None] * len(models)
@@ -728,6 +736,84 @@ def slope(xs, ys) -> float:
     return float(np.polyfit(lx, ly, 1)[0])
 
 
+#: ``--worker KIND ARGS...``: one measurement in this process, as the driver runs it
+#: (:func:`_sub`); each kind's arguments: ``model`` a NEFF file, ``int``/``count``/``float``
+#: numbers (``count`` at least 1), ``write`` the word ``write`` or ``nowrite``, ``algo``
+#: an algorithm or ``-`` (the default policy), ``models...`` one NEFF file or more.
+WORKERS = {"rank": ("model", "int", "int", "write"), "cli": ("model", "int"),
+           "sweep": ("algo", "models..."), "machine": (), "treemem": ("int", "float"),
+           "sink": ("model", "count"), "all": ("model", "count")}
+
+
+def worker_arguments(words: list[str]) -> tuple[str, list]:
+    """``--worker``'s words as ``(kind, arguments)``, each argument converted; a word that
+    is not one (:data:`WORKERS`) is refused, one line, status 2 (:func:`fail`; until
+    2026-12-07 a missing one was an IndexError, an unknown kind measured every rank)."""
+    kind, words = words[0], words[1:]
+    if kind not in WORKERS:
+        fail(f"--worker {kind!r}: not a measurement (one of {', '.join(WORKERS)})")
+    shape = WORKERS[kind]
+    many = bool(shape) and shape[-1].endswith("...")
+    usage = " ".join([kind, *(w.upper() for w in shape)])
+    if len(words) < len(shape) or (len(words) > len(shape) and not many):
+        fail(f"--worker {kind}: {len(words)} argument(s) where it takes {usage}")
+    out: list = []
+    for i, word in enumerate(words):
+        what = shape[min(i, len(shape) - 1)]
+        out.append(_worker_word(kind, what, word))
+    if many:
+        out[len(shape) - 1:] = [out[len(shape) - 1:]]
+    return kind, out
+
+
+def _worker_word(kind: str, what: str, word: str):
+    """One ``--worker`` argument of kind ``what`` converted, or :func:`fail`."""
+    if what in ("model", "models..."):
+        if not Path(word).is_file():
+            fail(f"--worker {kind}: {word}: no such file")
+        return word
+    if what == "write":
+        if word not in ("write", "nowrite"):
+            fail(f"--worker {kind}: {word!r}: write or nowrite")
+        return word == "write"
+    if what == "algo":
+        return None if word == "-" else word
+    try:
+        value = float(word) if what == "float" else int(word)
+    except ValueError:
+        fail(f"--worker {kind}: {word!r}: not {'a number' if what == 'float' else 'an integer'}")
+    if (what == "count" and value < 1) or (what == "float" and not value > 0):
+        fail(f"--worker {kind}: {word!r}: at least 1" if what == "count" else
+             f"--worker {kind}: {word!r}: a number of seconds above 0")
+    return value
+
+
+def run_worker(kind: str, args: list) -> dict | list | None:
+    """The measurement ``kind`` with its converted ``args`` (:func:`worker_arguments`); a
+    model the reader refuses is one line, status 2, as ``lower`` says it."""
+    from nrtrewrite.errors import NrtRewriteError
+
+    try:
+        if kind == "rank":
+            model, rank, sample, write = args
+            return measure_rank(model, rank, sample, write)
+        if kind == "sweep":  # ALGO ('-': the default policy) MODEL...
+            return measure_sweep(args[1], args[0])
+        if kind == "machine":
+            return measure_machine()
+        if kind == "cli":
+            return measure_cli(*args)
+        if kind == "treemem":
+            sample_tree(*args)
+            raise_lost_stop()
+            return None
+        if kind == "sink":
+            return measure_all_ranks_sink(*args)
+        return measure_all_ranks(*args)
+    except NrtRewriteError as err:  # (a model or an --algo lower refuses)
+        fail(err.line())
+
+
 #: the ``--help`` description, the docstring's first paragraph as a string: ``python -OO``
 #: strips docstrings, where argparse read it from (no description until 2026-12-06)
 DESCRIPTION = "`make bench`: lowering speed, measured side by side (docs/PERFORMANCE.md)."
@@ -744,23 +830,9 @@ def main() -> None:
     # SIGTERM and SIGHUP too remove the scratch folders (/tmp/nrtbench-*), as Ctrl-C does
     stop_cleanly()
     if args.worker:
-        kind, *rest = args.worker
-        if kind == "rank":
-            res = measure_rank(rest[0], int(rest[1]), int(rest[2]), rest[3] == "write")
-        elif kind == "sweep":  # ALGO ('-': the default policy) MODEL...
-            res = measure_sweep(rest[1:], None if rest[0] == "-" else rest[0])
-        elif kind == "machine":
-            res = measure_machine()
-        elif kind == "cli":
-            res = measure_cli(rest[0], int(rest[1]))
-        elif kind == "treemem":
-            sample_tree(int(rest[0]), float(rest[1]))
-            raise_lost_stop()
+        res = run_worker(*worker_arguments(args.worker))
+        if res is None:  # (treemem: printed its own)
             return
-        elif kind == "sink":
-            res = measure_all_ranks_sink(rest[0], int(rest[1]))
-        else:
-            res = measure_all_ranks(rest[0], int(rest[1]))
         raise_lost_stop()  # (a stop Python dropped in a finalizer: outdir.stop_cleanly)
         print(json.dumps(res))
         return
