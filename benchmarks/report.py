@@ -119,6 +119,24 @@ def _rss_row(large: list[dict], cli: list[dict] | None) -> tuple[str, list[str]]
              for r, c in zip(large, cli or [None] * len(large))])
 
 
+def copy_warning(r: dict) -> str | None:
+    """What the copy bound's sanity check of a model found (``copy_check``, run.py's
+    :func:`run.copy_bound`; None in a result from before 2026-12-07 or when every run's warm
+    copy was at least its copy into fresh pages)."""
+    k = r.get("copy_check")
+    if not k or not (k["warm_below_fresh"] or k["best_warm_below_best_fresh"]):
+        return None
+    name = r["model"].removesuffix(".neff")
+    text = (f"`{name}`: in {k['warm_below_fresh']} of {k['runs']} runs the warm copy measured "
+            "below the copy into fresh pages (a disturbed measurement: the machine was busy); "
+            f"the bound is the best warm copy of the runs, "
+            f"{r['copy_warm_bytes_per_s'] / 1e9:.1f} GB/s")
+    if k["best_warm_below_best_fresh"]:
+        text += (f", itself below the best fresh copy, {r['copy_fresh_bytes_per_s'] / 1e9:.1f}"
+                 " GB/s: the ratios to the copy bound flatter the lowering")
+    return text
+
+
 def _cli_rows(cli: list[dict]) -> list[tuple[str, list[str]]]:
     return [
         ("**the whole command** (read, plan, lower, every file and manifest written and "
@@ -129,7 +147,8 @@ def _cli_rows(cli: list[dict]) -> list[tuple[str, list[str]]]:
         ("the whole command: records/s, artifact bytes/s, CPU",
          [f"{c['records_per_s'] / 1e6:.1f} M/s, {c['bytes_per_s'] / 1e6:,.0f} MB/s; "
           f"{c['cpu_s']:.2f} s: {c['cores_busy']:.2f} cores" for c in cli]),
-        ("the whole command against the copy bound: numpy copy, same size, warm (fresh pages)",
+        ("the whole command against the copy bound: numpy copy, same size, warm (fresh pages);"
+         " the best of the model's runs",
          [f"{c['copy_warm_bytes_per_s'] / 1e9:.1f} GB/s: **{100 * c['ratio_to_copy_bound']:.1f}"
           f" %** ({c['copy_fresh_bytes_per_s'] / 1e9:.1f} GB/s: "
           f"{100 * c['ratio_to_fresh_copy']:.1f} %)" for c in cli]),
@@ -211,6 +230,9 @@ def render(res: dict, commit: str | None = None, note: str | None = None) -> str
     lines += [f"| {t['target']} | {t['measured']} | "
               f"{'holds' if t['holds'] else '**does not hold**'} |" for t in res["targets"]]
     lines += ["", *_rank_table(res["large"], res.get("large_cli"))]
+    warnings = [w for w in map(copy_warning, res["large"]) if w]
+    if warnings:
+        lines += [""] + [f"**Warning**: {w}." for w in warnings]
     for key in ("all_ranks", "all_ranks_large"):
         if key in res:
             lines += ["", *_all_table(res[key])]
