@@ -25,6 +25,24 @@ STAGES = ("parse", "select", "plan", "compose", "compose_wait", "compose_here", 
           "serialize", "hash", "write", "fsync")
 
 
+#: The scaling exponent's target, 1 +/- 0.15, as its two ends (``abs(e - 1) <= 0.15`` would
+#: turn 0.85 itself down: 1 - 0.85 is 0.15000000000000002 in floating point; run.py judges
+#: with these).
+LINEAR = (0.85, 1.15)
+
+
+def exponent_text(e: float) -> str:
+    """A scaling exponent as shown beside its verdict: 3 decimals, or as many more as it
+    takes for the shown value to fall on the same side of :data:`LINEAR`'s ends as ``e``
+    (until 2026-12-07 always 3: 0.8495 showed as 0.850 beside "does not hold")."""
+    holds = LINEAR[0] <= e <= LINEAR[1]
+    for digits in range(3, 17):
+        text = f"{e:.{digits}f}"
+        if (LINEAR[0] <= float(text) <= LINEAR[1]) == holds:
+            return text
+    return repr(e)
+
+
 def _mb(x: float) -> str:
     return f"{x / 1e6:,.0f} MB"
 
@@ -203,7 +221,8 @@ def _scaling_table(scaling: dict) -> list[str]:
                             f"({r['stages']['hash'] * 1e3:.1f}; {r['cpu_s'] * 1e3:.1f})"
                             for r in k["runs"])
             fit = k["affine_fit"]
-            out.append(f"| {name} | {pts} | **{k['exponent_time_vs_records']:.3f}** | "
+            e = exponent_text(k["exponent_time_vs_records"])
+            out.append(f"| {name} | {pts} | **{e}** | "
                        f"{fit['fixed_ms']:.1f} ms + {fit['ns_per_record']:.1f} ns/record | "
                        f"{k['exponent_cpu_vs_records']:.3f} |")
     return out

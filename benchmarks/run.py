@@ -67,9 +67,9 @@ RANK_RUNS = 3
 #: small points take 5 - 6 ms, where a shared machine's hiccups weigh most: over four runs of
 #: the ring's size sweep, 5 gave exponents 0.848 - 0.877 and 11 gave 0.868 - 0.882.
 SWEEP_REPS = 11
-#: The scaling exponent's target, 1 +/- 0.15, as its two ends (``abs(e - 1) <= 0.15`` would
-#: turn 0.85 itself down: 1 - 0.85 is 0.15000000000000002 in floating point).
-LINEAR = (0.85, 1.15)
+#: The scaling exponent's target, 1 +/- 0.15, as its two ends (report.LINEAR, which shows
+#: an exponent beside its verdict with the digits that agree with it).
+LINEAR = report.LINEAR
 
 
 # ----------------------------------------------------------------------------------------------
@@ -948,7 +948,8 @@ def main() -> None:
               + ", ".join(sorted({a for r in both for a in r["algorithms"]})))
         for key in ("message_size", "ranks"):
             k = sc[key]
-            print(f"  {key} ({k['message']}): time ~ records^{k['exponent_time_vs_records']:.3f}"
+            print(f"  {key} ({k['message']}): time ~ records^"
+                  f"{report.exponent_text(k['exponent_time_vs_records'])}"
                   f"  (records ~ x^{k['exponent_records_vs_x']:.2f}, "
                   f"time ~ x^{k['exponent_time_vs_x']:.2f}); affine fit "
                   f"{k['affine_fit']['fixed_ms']:.1f} ms + "
@@ -1057,7 +1058,8 @@ def targets(res: dict) -> list[dict]:
             e = res["scaling"][policy][key]["exponent_time_vs_records"]
             out.append({"target": f"linear in records over the {key} sweep, policy {policy} "
                                   "(1 +/- 0.15)",
-                        "measured": f"{e:.3f}", "holds": LINEAR[0] <= e <= LINEAR[1]})
+                        "measured": report.exponent_text(e),
+                        "holds": LINEAR[0] <= e <= LINEAR[1]})
     for key in ("all_ranks", "all_ranks_large"):
         if key not in res:
             continue

@@ -508,3 +508,28 @@ def test_the_copy_bound_is_the_best_copy_of_the_models_runs(tools):
         "flatter the lowering")
     del r["copy_check"]  # (a result from before: no check, no warning)
     assert report.copy_warning(r) is None
+
+
+@pytest.mark.parametrize("e, shown, holds", [
+    (0.8495, "0.8495", False),   # 3 decimals would show 0.850, inside 0.85 .. 1.15
+    (0.84999, "0.84999", False),  # 4 would show 0.8500
+    (1.1504, "1.1504", False),   # 1.150 would be inside
+    (0.85, "0.850", True),       # the ends hold, shown with 3
+    (0.8506, "0.851", True),
+    (0.77, "0.770", False),
+])
+def test_an_exponent_is_shown_with_the_digits_that_agree_with_its_verdict(tools, e, shown,
+                                                                          holds):
+    """Review 54f: the size sweep's 0.8495 showed as 0.850 beside "does not hold" for
+    1 +/- 0.15."""
+    run, report = tools
+    res = _result(size_e=e)
+    t = next(t for t in run.targets(res) if t["target"].startswith(
+        "linear in records over the message_size sweep, policy default"))
+    assert (t["measured"], t["holds"]) == (shown, holds)
+    res["targets"] = run.targets(res)
+    md = report.render(res)
+    verdict = "holds" if holds else "**does not hold**"
+    assert (f"| linear in records over the message_size sweep, policy default (1 +/- 0.15) | "
+            f"{shown} | {verdict} |") in md
+    assert f"| x1: 1 k, 2.0 (1.0; 3.0) | **{shown}** | 1.5 ms" in md
