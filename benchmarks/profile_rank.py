@@ -31,6 +31,7 @@ import importlib
 import io
 import pstats
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import NoReturn
@@ -85,6 +86,36 @@ def model_path(name: str) -> Path:
     spec_of, args, kw = BUILDABLE[name]
     print(f"building {path} ...", file=sys.stderr)
     return build(name, getattr(models, spec_of)(*args, **kw))
+
+
+class Writer:
+    """The sink of the profiled lowering: discards the records, as before, and measures the
+    writer thread it runs on (``RankBuilder``'s ``nrtrewrite-sink``, which hashes every
+    array for the rank manifest, then hands it here): its name, its CPU time as of its last
+    array (``time.thread_time`` read there), and the time in this sink.  pyinstrument and
+    line_profiler see the main thread only: these figures are printed above their report
+    (until 2026-12-07 the writer thread appeared in no profile)."""
+
+    def __init__(self):
+        self.thread: str | None = None
+        self.cpu_s = self.sink_s = 0.0
+
+    def sink(self, name: str, arr) -> None:
+        t0 = time.perf_counter()
+        current = threading.current_thread()
+        if current is not threading.main_thread():
+            self.thread, self.cpu_s = current.name, time.thread_time()
+        self.sink_s += time.perf_counter() - t0
+
+
+def _profile_thread(threads: dict):
+    """A ``threading.setprofile`` hook that profiles each thread started meanwhile with a
+    cProfile of its own, kept in ``threads`` by the thread's name (cProfile, enabled in the
+    main thread, profiles it alone)."""
+    def hook(frame, event, arg):
+        prof = threads[threading.current_thread().name] = cProfile.Profile()
+        prof.enable()  # (replaces this hook in the thread)
+    return hook
 
 
 def check_rank(model, rank: int, path: Path) -> None:
@@ -197,6 +228,7 @@ def profile(args: argparse.Namespace, path: Path, tool: str, functions: list
     if args.warm:
         lower_rank(plan(), args.rank, sink=lambda name, arr: None)
     the_plan = None if args.what == "plan" else plan()
+    writer = Writer()
 
     def work():
         nonlocal the_plan
@@ -204,10 +236,14 @@ def profile(args: argparse.Namespace, path: Path, tool: str, functions: list
             the_plan = plan()
             return
         t0 = time.perf_counter()
-        out = lower_rank(the_plan, args.rank, sink=lambda name, arr: None)
+        out = lower_rank(the_plan, args.rank, sink=writer.sink)
         stages["lower_rank"] = time.perf_counter() - t0
         stages.update({f"  {k}": v for k, v in out.timings.items()})
         stages["records"] = sum(f["records"] for f in out.manifest["files"].values())
+        if writer.thread is not None:  # (a rank of small arrays hashes them inline)
+            # (its hashing is `hash` above, but for the first arrays, hashed inline)
+            stages[f"writer thread {writer.thread}, CPU"] = writer.cpu_s
+            stages["  of it in the sink (records discarded here)"] = writer.sink_s
 
     if tool == "pyinstrument":
         from pyinstrument import Profiler
@@ -224,14 +260,22 @@ def profile(args: argparse.Namespace, path: Path, tool: str, functions: list
                 fail(f"--html {args.html}: {err.strerror or err}")
     elif tool == "cprofile":
         prof = cProfile.Profile()
+        threads: dict[str, cProfile.Profile] = {}
+        threading.setprofile(_profile_thread(threads))  # (threads started from now on)
         prof.enable()
-        work()
-        prof.disable()
+        try:
+            work()
+        finally:
+            prof.disable()
+            threading.setprofile(None)
         buf = io.StringIO()
         st = pstats.Stats(prof, stream=buf)
         for key in ("tottime", "cumulative"):
             buf.write(f"\n--- by {key} ---\n")
             st.sort_stats(key).print_stats(args.top)
+        for name, thread_prof in threads.items():  # the writer thread's own profile
+            buf.write(f"\n--- thread {name}, by tottime ---\n")
+            pstats.Stats(thread_prof, stream=buf).sort_stats("tottime").print_stats(args.top)
         report = buf.getvalue()
     else:
         try:

@@ -96,3 +96,19 @@ def test_make_profile_installs_only_the_tool_it_runs(tool, installs):
     assert pips == installs
     assert recipe[-1].split()[1:] == ["benchmarks/profile_rank.py", "large64", "--rank", "0",
                                       *(["--tool", tool] if tool else [])]
+
+
+def test_the_writer_thread_is_profiled_and_measured():
+    """Review 54f: cProfile (and pyinstrument) profiled the main thread only, so the writer
+    thread's SHA-256 never appeared.  node64's rank 0 has arrays of 256 KiB and more, which
+    start the writer thread (``RankBuilder.THREAD_BYTES``): its own profile follows the main
+    thread's, with the hash updates in it, and its CPU time is in the header."""
+    res = run(str(ROOT / "fixtures" / "node64.neff"), "--rank", "0", "--tool", "cprofile",
+              "--top", "40")
+    assert res.returncode == 0, res.stderr
+    head, _, rest = res.stdout.partition("\n--- by tottime ---")
+    assert "  writer thread nrtrewrite-sink, CPU: " in head
+    assert "    of it in the sink (records discarded here): " in head
+    main, _, thread = rest.partition("\n--- thread nrtrewrite-sink, by tottime ---\n")
+    assert "(_timed_update)" in thread and "'update' of '_hashlib.HASH' objects" in thread
+    assert "(lower_rank)" in main and "(lower_rank)" not in thread
