@@ -228,13 +228,57 @@ def _scaling_table(scaling: dict) -> list[str]:
     return out
 
 
+def commit_mismatch(res: dict, commit: str, checkout: Path | None = None) -> str | None:
+    """Why ``--commit COMMIT`` is not the commit the run recorded (``provenance``, since
+    2026-12-07), or None: it is, or the run recorded none (an older result, or a run outside
+    a git checkout).  COMMIT is taken as a prefix of the recorded hash (4 hex digits at
+    least) or as a name ``git rev-parse`` resolves to it in ``checkout``."""
+    recorded = (res.get("provenance") or {}).get("commit")
+    if not recorded:
+        return None
+    text = commit.strip().lower()
+    if len(text) >= 4 and all(ch in "0123456789abcdef" for ch in text) \
+            and recorded.startswith(text):
+        return None
+    if checkout is not None:
+        import subprocess
+        try:
+            got = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--verify", "-q",
+                                  commit + "^{commit}"], capture_output=True, text=True,
+                                 timeout=60)
+            if got.returncode == 0 and got.stdout.strip() == recorded:
+                return None
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return (f"--commit {commit}: the run measured {recorded[:12]} (its result records it): "
+            "leave --commit out, or name that commit")
+
+
+def _where(res: dict, commit: str | None) -> str:
+    """`` in a checkout of COMMIT`` (``--commit``'s, else the recorded one, short), with
+    `` with uncommitted changes`` when the run recorded a dirty tree."""
+    p = res.get("provenance") or {}
+    commit = commit or (p.get("commit") or "")[:7]
+    if not commit:
+        return ""
+    return f" in a checkout of {commit}" + (" with uncommitted changes" if p.get("dirty") else "")
+
+
+def _versions(res: dict) -> str:
+    p = res.get("provenance") or {}
+    if not p.get("python"):
+        return ""
+    return f", Python {p['python']}, numpy {p['numpy']}, construct {p['construct']}"
+
+
 def render(res: dict, commit: str | None = None, note: str | None = None) -> str:
     """The markdown of one `make bench` result (``last-run.json``'s content)."""
     m = res["machine"]
-    where = f" in a checkout of {commit}" if commit else ""
+    where = _where(res, commit)
     busy = ("" if m.get("others_busy") is None else
             f", other processes {100 * m['others_busy']:.0f} % busy")
-    lines = [f"`{res['command']}`{where}, {res['date']}, {res['cores']} cores. The machine "
+    lines = [f"`{res['command']}`{where}, {res['date']}, {res['cores']} cores"
+             f"{_versions(res)}. The machine "
              f"at the start: pure Python {m['python_loop_ns']:.0f} ns per loop iteration, "
              f"numpy {m['numpy_call_us']:.2f} us per small call, copy "
              f"{m['copy_warm_bytes_per_s'] / 1e9:.1f} GB/s and SHA-256 "
@@ -271,7 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=DESCRIPTION)
     ap.add_argument("result", nargs="?",
                     default=str(Path(__file__).resolve().parent / "out" / "last-run.json"))
-    ap.add_argument("--commit", help="the commit the run measured (named in the first line)")
+    ap.add_argument("--commit", help="the commit the run measured (named in the first line; by "
+                    "default the one the run recorded; refused when it is another)")
     ap.add_argument("--note", help="a paragraph to put under the first line")
     args = ap.parse_args(argv)
     try:
@@ -284,6 +329,14 @@ def main(argv: list[str] | None = None) -> int:
               "(no whole-command runs, no compiled construct path): run `make bench` again",
               file=sys.stderr)
         return 2
+    if args.commit is not None:
+        try:
+            why = commit_mismatch(res, args.commit, Path(__file__).resolve().parent.parent)
+        except (TypeError, AttributeError) as exc:  # (a hand-made provenance)
+            why = f"its provenance is not what run.py writes ({exc})"
+        if why:
+            print(f"report: {args.result}: {why}", file=sys.stderr)
+            return 2
     try:
         text = render(res, args.commit, args.note)
     except KeyError as exc:  # (a hand-made or cut-down result)

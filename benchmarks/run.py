@@ -871,6 +871,7 @@ def main() -> None:
     cmd = "python benchmarks/run.py" + (" --quick" if args.quick else "")
     results: dict = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "cores": cores,
                      "command": cmd, "quick": args.quick}
+    results["provenance"] = provenance()
     results["machine"] = _sub("machine")
     _print_machine(results["machine"])
     print(f"{cmd}: building models under {out} ...", flush=True)
@@ -1029,6 +1030,39 @@ def copy_bound(r: dict, c: dict, runs: list[dict], cli: list[dict]) -> None:
                   "ratio_to_copy_bound": x["bytes_per_s"] / warm,
                   "ratio_to_fresh_copy": x["bytes_per_s"] / fresh})
     r["copy_check"] = check
+
+
+def provenance() -> dict:
+    """What the run measured: the commit of the nrtrewrite checkout the workers import (``git
+    rev-parse HEAD`` where that package's folder is a checkout's top level; else None) and
+    whether its tree had changes (``git status --porcelain``: tracked or untracked files not
+    ignored; None without a commit), the source folder, and the versions of Python, numpy and
+    construct (report.py shows them; until 2026-12-07 nothing recorded the commit, and
+    ``report.py --commit`` named whatever it was given)."""
+    import platform
+
+    import construct
+    import nrtrewrite
+
+    src = Path(nrtrewrite.__file__).resolve().parent.parent
+    commit = dirty = None
+
+    def git(*args: str) -> str | None:
+        try:
+            res = subprocess.run(["git", "-C", str(src), *args], capture_output=True,
+                                 text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):  # (no git)
+            return None
+        return res.stdout if res.returncode == 0 else None
+
+    top = git("rev-parse", "--show-toplevel")
+    if top is not None and Path(top.strip()).resolve() == src:  # (not an enclosing repo's)
+        commit = (git("rev-parse", "HEAD") or "").strip() or None
+        status = git("status", "--porcelain") if commit else None
+        dirty = None if status is None else bool(status.strip())
+    return {"commit": commit, "dirty": dirty, "source": str(src),
+            "python": platform.python_version(), "numpy": np.__version__,
+            "construct": construct.__version__}
 
 
 def _rank_peak(r: dict) -> float:

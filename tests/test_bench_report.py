@@ -533,3 +533,54 @@ def test_an_exponent_is_shown_with_the_digits_that_agree_with_its_verdict(tools,
     assert (f"| linear in records over the message_size sweep, policy default (1 +/- 0.15) | "
             f"{shown} | {verdict} |") in md
     assert f"| x1: 1 k, 2.0 (1.0; 3.0) | **{shown}** | 1.5 ms" in md
+
+
+PROVENANCE = {"commit": "0123456789abcdef0123456789abcdef01234567", "dirty": True,
+              "source": "/src", "python": "3.11.7", "numpy": "2.4.6", "construct": "2.10.70"}
+
+
+def test_the_report_shows_the_commit_and_versions_the_run_recorded(tools, tmp_path, capsys):
+    """Review 54f: last-run.json recorded no commit and ``report.py --commit X`` named any X.
+    The run's commit (short), a dirty tree and the versions are shown; a ``--commit`` that is
+    another commit is refused, one line, status 2; an older result is rendered as before."""
+    run, report = tools
+    res = _result()
+    res["targets"] = run.targets(res)
+    res["provenance"] = dict(PROVENANCE)
+    assert report.render(res).startswith(
+        "`python benchmarks/run.py` in a checkout of 0123456 with uncommitted changes, "
+        "2026-12-01 12:00:00, 2 cores, Python 3.11.7, numpy 2.4.6, construct 2.10.70. The "
+        "machine at the start:")
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(res))
+    assert report.main([str(f), "--commit", "fedcba9"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == (f"report: {f}: --commit fedcba9: the run measured "
+                                 "0123456789ab (its result records it): leave --commit out, "
+                                 "or name that commit\n")
+    assert report.main([str(f), "--commit", "01234567"]) == 0  # a prefix of it
+    assert capsys.readouterr().out.startswith(
+        "`python benchmarks/run.py` in a checkout of 01234567 with uncommitted changes, ")
+    del res["provenance"]  # (a result from before 2026-12-07: --commit as given)
+    f.write_text(json.dumps(res))
+    assert report.main([str(f), "--commit", "abc1234"]) == 0
+    assert capsys.readouterr().out.startswith(
+        "`python benchmarks/run.py` in a checkout of abc1234, 2026-12-01 12:00:00, 2 cores. ")
+
+
+def test_the_run_records_its_checkouts_commit_and_versions(tools):
+    import platform
+
+    import construct
+    import numpy
+
+    run, _ = tools
+    p = run.provenance()
+    assert (p["python"], p["numpy"], p["construct"]) == (
+        platform.python_version(), numpy.__version__, construct.__version__)
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                          text=True)
+    if head.returncode != 0 or not (ROOT / ".git").exists():
+        assert p["commit"] is None and p["dirty"] is None
+        return
+    assert p["commit"] == head.stdout.strip() and p["dirty"] in (True, False)
