@@ -10,12 +10,14 @@ shared and noisy):
   time of each stage, the records streamed to the rank's files as the CLI does; the
   median of 3 fresh processes of each;
 * the ratio to the physical bound: artifact bytes/s over numpy's copy bandwidth for a
-  buffer of the same size, measured in the same process, into a reused (warm) destination
-  (the bound) and into a freshly allocated one (first-touch page faults included);
+  buffer of the same size, measured in each run's process after its run, into a reused
+  (warm) destination (the bound: the best of the model's six runs, :func:`copy_bound`) and
+  into a freshly allocated one (first-touch page faults included);
 * the ratio to the reference path: the same records built one at a time with the
   construct structs, compiled (judged) and as declared (per file, weighted by the file's
   record count);
-* peak RSS (of every process of a run), time per stage (parse, select, plan, compose,
+* peak RSS (summed over every process of a run, sampled), time per stage (parse, select,
+  plan, compose,
   emit, serialize, write), the channels the rank uses;
 * all-rank lowering with the process pool vs serial: time, CPU use, byte identity (of
   ``all64``, written); every rank of ``large64`` with the pool into a sink;
@@ -239,8 +241,8 @@ def measure_cli(model: str, rank: int) -> dict:
     pays about a second more for the interpreter and every import): reading, planning,
     lowering, the rank's files and manifest, the rewritten NEFF and the top-level manifest
     (its triggers encoded in a forked process), every file fsynced and the folder moved
-    into place.  The copy bound is measured afterwards in this process, at the size of the
-    rank's artifacts."""
+    into place.  The copy bandwidth is measured afterwards in this process, at the size of
+    the rank's artifacts (the model's bound is the best of its runs: :func:`copy_bound`)."""
     c_imp = time.perf_counter()
     import importlib
 
