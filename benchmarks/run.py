@@ -602,13 +602,19 @@ class TreeMemory:
 
 def sample_tree(root: int, interval: float) -> None:
     """``--worker treemem ROOT INTERVAL``: sample the summed RSS and PSS of ROOT and its
-    descendants (this process left out) until SIGUSR1, then print the peaks as JSON."""
+    descendants (this process left out) until SIGUSR1, then print the peaks as JSON.  Ends
+    without a word when it is orphaned (the process that started it, the measured one, was
+    killed: since 2026-12-07, when every rank measurement starts one, it no longer samples
+    on forever)."""
     import signal
     stop = []
     signal.signal(signal.SIGUSR1, lambda *_: stop.append(1))
     rss_peak = pss_peak = 0
     samples = 0
+    parent = os.getppid()
     while True:
+        if os.getppid() != parent:  # (orphaned)
+            return
         rss, pss = _tree_memory_kb(root, os.getpid())
         rss_peak, pss_peak, samples = max(rss_peak, rss), max(pss_peak, pss), samples + 1
         if samples == 1:

@@ -584,3 +584,35 @@ def test_the_run_records_its_checkouts_commit_and_versions(tools):
         assert p["commit"] is None and p["dirty"] is None
         return
     assert p["commit"] == head.stdout.strip() and p["dirty"] in (True, False)
+
+
+def test_an_orphaned_memory_sampler_ends(tools, tmp_path):
+    """Every rank measurement now starts a memory sampler; one whose measured process was
+    killed (SIGKILL: no cleanup) sampled on forever.  It ends once orphaned (a bounded
+    wait, not a timing)."""
+    import os
+    import time
+
+    helper = tmp_path / "helper.py"
+    helper.write_text(
+        "import os, subprocess, sys\n"
+        f"p = subprocess.Popen([sys.executable, {str(BENCH / 'run.py')!r}, '--worker', "
+        "'treemem', str(os.getpid()), '0.01'], stdout=subprocess.PIPE, text=True,\n"
+        "                     stderr=subprocess.DEVNULL)\n"
+        "assert p.stdout.readline() == 'ready\\n'\n"
+        "print(p.pid, flush=True)\n"
+        "os._exit(0)  # (as a SIGKILLed measurement: the sampler neither told nor waited)\n")
+    res = subprocess.run([sys.executable, str(helper)], capture_output=True, text=True,
+                         timeout=120)
+    pid = int(res.stdout)
+    for _ in range(600):  # (up to about 60 s)
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break  # (ended; a zombie of whoever adopted it)
+        except FileNotFoundError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, 9)
+        raise AssertionError("the orphaned sampler was still running")
