@@ -448,8 +448,8 @@ def test_single_rank_memory_is_judged_summed_over_the_process_tree(tools):
                         for c in res["large_cli"]]
     v = _verdicts(run, res)
     assert not v["large64.neff --rank 0: peak RSS <= 2 x artifacts + 300 MB"]
-    t = next(t for t in run.targets(res) if t["target"].startswith("large64.neff --rank 0: "
-                                                                    "peak RSS"))
+    peak = "large64.neff --rank 0: peak RSS"
+    t = next(t for t in run.targets(res) if t["target"].startswith(peak))
     assert t["measured"] == "1300 MB <= 1300 MB"  # (1,300.5 shown to the MB)
     res["targets"] = run.targets(res)
     md = report.render(res)
