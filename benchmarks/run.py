@@ -38,7 +38,9 @@ each written whole to a temporary file, then renamed into place, the JSON last
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
+import io
 import json
 import math
 import os
@@ -256,15 +258,21 @@ def measure_cli(model: str, rank: int) -> dict:
     try:  # (the summed RSS of this process and its children, sampled)
         with TreeMemory() as mem:  # (started before the timed part)
             c0, t0 = os.times(), time.perf_counter()
+            said = io.StringIO()  # (its stderr: -q prints nothing there unless it fails)
             try:
-                main.main(["lower", model, "--rank", str(rank), "-o", str(tmp / "out"), "-q"],
-                          prog_name="nrtrewrite", standalone_mode=False)
-            except SystemExit as exc:  # (the command's own exit: 0, or its error line printed)
+                with contextlib.redirect_stderr(said):
+                    main.main(["lower", model, "--rank", str(rank), "-o", str(tmp / "out"),
+                               "-q"], prog_name="nrtrewrite", standalone_mode=False)
+            except SystemExit as exc:  # (the command's own exit: 0, or its error line)
                 if exc.code:
-                    raise
+                    # its one line as this script's, which the driver passes on (until
+                    # 2026-12-07 `nrtrewrite: error: ...`, which the driver took for a crash)
+                    line = said.getvalue().strip().splitlines() or [f"status {exc.code}"]
+                    fail(f"nrtrewrite lower: {line[-1].removeprefix('nrtrewrite: error: ')}")
             except click.ClickException as exc:  # (its usage errors: a traceback until
                 # 2026-12-07)
                 fail(f"nrtrewrite lower: {exc.format_message()}")
+            sys.stderr.write(said.getvalue())
             dt = time.perf_counter() - t0
             c1 = os.times()
             rss = _maxrss_mb(resource.RUSAGE_SELF)  # (before the copy's two nbytes buffers)

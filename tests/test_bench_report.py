@@ -528,11 +528,35 @@ def test_an_exponent_is_shown_with_the_digits_that_agree_with_its_verdict(tools,
         "linear in records over the message_size sweep, policy default"))
     assert (t["measured"], t["holds"]) == (shown, holds)
     res["targets"] = run.targets(res)
+    res["provenance"] = dict(PROVENANCE)  # (a result since 2026-12-07)
     md = report.render(res)
     verdict = "holds" if holds else "**does not hold**"
     assert (f"| linear in records over the message_size sweep, policy default (1 +/- 0.15) | "
             f"{shown} | {verdict} |") in md
     assert f"| x1: 1 k, 2.0 (1.0; 3.0) | **{shown}** | 1.5 ms" in md
+
+
+def test_an_older_result_is_shown_as_it_was_judged(tools):
+    """Review 54o: a result from before 2026-12-07 (no ``provenance``) holds its targets'
+    exponents as 3 decimals and its copy bound as the median run's own; its scaling table
+    showed the exponent with more digits (0.8495 beside the targets' 0.850) and its copy row
+    was labelled the best of the model's runs."""
+    run, report = tools
+    res = _result(size_e=0.8495)
+    old = run.targets(res)
+    for t in old:  # (the targets as run.py wrote them then: 3 decimals)
+        if t["target"].startswith("linear in records over the message_size sweep, policy "
+                                   "default"):
+            t["measured"] = "0.850"
+    res["targets"] = old
+    for c in res["large_cli"]:
+        c.pop("copy_warm_own_bytes_per_s", None)
+    md = report.render(res)
+    assert ("| linear in records over the message_size sweep, policy default (1 +/- 0.15) | "
+            "0.850 | **does not hold** |") in md
+    assert "| x1: 1 k, 2.0 (1.0; 3.0) | **0.850** | 1.5 ms" in md
+    assert ("the whole command against the copy bound: numpy copy, same size, warm (fresh "
+            "pages); the median run's own (a result from before 2026-12-07) |") in md
 
 
 PROVENANCE = {"commit": "0123456789abcdef0123456789abcdef01234567", "dirty": True,
