@@ -476,3 +476,50 @@ def test_a_legs_channel_raised_is_named_at_its_record_not_the_next(ar2_out, tmp_
         f"{out / 'rank-0000'}: field channel, rank 0, artifact legs.bin, record 5: legs are not "
         "ordered by (entry, channel): record 5 (entry 0 channel 1) comes before record 6 "
         "(entry 0 channel 0), and records 4 and 6 are in order without it")
+
+
+# ---------------------------------------------------------------- SBUF pieces vs elem_start
+def test_an_sbuf_legs_elem_start_is_named_where_its_word_and_bd_agree(tmp_path):
+    """A bf16 MESH all-gather over ranks 0..3, src an SBUF access pattern of 32 elements (one
+    partition), dst 4 partitions of 32: member b's block is elements [32 b, 32 b + 32) of the
+    collective (FORMATS §3: elem_start counts the collective's element space), so rank 1's
+    mesh_send legs (leaf 16, FORMATS §3.2) start at 32, and their SBUF source is element 0 of
+    the rank's src (element 32 - 32 x 1) and their destinations element 32 of each peer's dst.
+    elem_start's bit 0 flipped, 32 -> 33 (the u64 at 48): the 0xBF word and the BD still agree
+    on the place, which holds element 32, not 33, so the leg is named (until 2026-12-07 an SBUF
+    piece was held to its BD only, and this simulated as a match)."""
+    from test_sbuf_overlap import ap, sbuf_spec
+    spec = sbuf_spec("all_gather", ap(dims=((1, 32),)), ap("u", parts=4, dims=((1, 32),)))
+    out = lower_spec(spec, tmp_path / "o", algo="mesh")
+    legs = np.fromfile(out / "rank-0001" / "legs.bin", F.LEG_DTYPE)
+    sends = np.flatnonzero((legs["leaf"] == 16) & (legs["elem_start"] == 32))
+    assert sends.size, legs[["leaf", "elem_start"]]
+    rec = int(sends[0])
+    _flip(out, 1, "legs.bin", 64 * rec + 48)
+    err = _error(out)
+    assert err.startswith(f"{out / 'rank-0001'}: field elem_start, rank 1, channel 0, artifact "
+                          f"legs.bin, record {rec}: elem_start should be 32, not 33: the leg's "
+                          "piece at sb2sb.bin record "), err
+    assert err.endswith("both put its first element at the place of element 32 of the op's "
+                        "SBUF operand, not of 33"), err
+
+
+def test_the_sbuf_fixtures_mesh_elem_start_flip_is_named(tmp_path):
+    """fixtures/sbuf.neff under --algo mesh (review 54b): trigger 2 is a bf16 all-gather of
+    16 partitions x 64 = 1024 elements a rank over ranks 0..7 (fixtures/sbuf.yaml), so rank
+    4's block is elements [4096, 5120) and its mesh_send legs of that entry start at 4096;
+    elem_start 4096 ^ 4 = 4100 is named at its record with 4096 (until 2026-12-07 a
+    match)."""
+    from test_simulate import lower_neff
+    out = lower_neff(ROOT / "fixtures" / "sbuf.neff", tmp_path / "o", algo="mesh")
+    legs = np.fromfile(out / "rank-0004" / "legs.bin", F.LEG_DTYPE)
+    sp = np.fromfile(out / "rank-0004" / "spad.bin", F.SPAD_DTYPE)
+    assert sp.size == 4
+    sends = np.flatnonzero((legs["leaf"] == 16) & (legs["spad_index"] == 2))
+    assert sends.size and set(legs["elem_start"][sends].tolist()) == {4096}
+    rec = int(sends[-1])
+    _flip(out, 4, "legs.bin", 64 * rec + 48, 4)
+    err = _error(out)
+    assert err.startswith(f"{out / 'rank-0004'}: field elem_start, rank 4, channel 0, artifact "
+                          f"legs.bin, record {rec}: elem_start should be 4096, not 4100: "), err
+    assert err.endswith("of element 4096 of the op's SBUF operand, not of 4100"), err

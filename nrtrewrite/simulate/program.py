@@ -1612,6 +1612,7 @@ class RankDecoder:
         R = self.runs
         groups = self._entry_groups(self.spi[leg])
         parts = []
+        sb_parts = []
         for d, part in ((0, "src"), (1, "dst")):
             start = np.searchsorted(R["gkey"], leg * 64 + d * 32, side="left")
             gid = R["gid"][start]
@@ -1635,6 +1636,10 @@ class RankDecoder:
             view = ~ring & ~sb & np.isin(reg, self._view_regions())
             addr = DRAM_BASE + roff[reg] + soff
             parts.append((d, part, reg, trank, sb, want, got, view, addr))
+            sb_parts.append((d, part, reg, trank, sb & (got == want), soff))
+        # an SBUF piece whose word and BD agree puts the leg's element where its operand holds
+        # it (else elem_start moved: named before a DRAM view of the same leg is measured by it)
+        self._check_sbuf_elements(sb_parts, leg, elem, p_off, dsize)
         # a leg's elem_start is borne out by any word of its pieces (either stream) measured
         # from element 0 that agrees with it
         held = np.zeros(L.size, bool)
@@ -1683,6 +1688,80 @@ class RankDecoder:
                     f"{int(addr[i]):#x} in {json_text(self.layout.region(int(reg[i])).name)}, "
                     "not where that element of the op's buffers lives", "dma.bin", k, "buf_ptr",
                     channel=int(self.ch[g]))
+
+    def _check_sbuf_elements(self, sb_parts, leg, elem, p_off, dsize) -> None:
+        """An SBUF piece's first byte, where its word's start_addr and its BD agree (``sb`` of
+        ``sb_parts``; a word that does not is named by the caller), is where the op's operand
+        on that rank holds the piece's element, the leg's ``elem_start`` plus the piece's
+        offset (an all-gather's src and a reduce-scatter's dst hold the rank's block: element e
+        is the operand's e - origin, as ``_anchors``).  Two records agree on the place, so what
+        moved is ``elem_start``: named, with the element that place holds when there is one
+        (FORMATS §3, docs/SIMULATOR.md §2)."""
+        L = self.a["legs.bin"]
+        for d, part, reg, trank, sb, soff in sb_parts:
+            idx = np.nonzero(sb)[0]
+            if not idx.size:
+                continue
+            ok = np.zeros(idx.size, bool)
+            trig = np.array([self.entry_trigger[int(e)].ordinal for e in self.spi[leg[idx]]],
+                            np.int64)
+            for o in np.unique(trig):
+                m = np.nonzero(trig == o)[0]
+                t = self.triggers[int(o)]
+                gpos = {r: i for i, r in enumerate(t.group)}
+                pos = np.array([gpos.get(int(x), 0) for x in trank[idx[m]]], np.int64)
+                for which, fp in zip(("src", "dst"), self._sbuf_footprints(t)):
+                    if fp is None:
+                        continue
+                    origin = np.zeros(m.size, np.int64)
+                    if which == "src" and t.op == "ALLGATHER":
+                        origin = pos * t.n
+                    if which == "dst" and t.op == "REDUCE_SCATTER":
+                        origin = pos * (t.n // len(t.group))
+                    e = elem[idx[m]] - origin
+                    inside = (e >= 0) & (e < fp.count)
+                    at = fp.offsets[np.clip(e, 0, max(fp.count - 1, 0))]
+                    ok[m] |= (reg[idx[m]] == fp.region.index) & inside & (at == soff[idx[m]])
+            j = _first(~ok)
+            if j is None:
+                continue
+            i = int(idx[j])
+            g = int(leg[i])
+            es = int(L["elem_start"][g])
+            t = self.entry_trigger[int(self.spi[g])]
+            held = None
+            for which, fp in zip(("src", "dst"), self._sbuf_footprints(t)):
+                if fp is None or fp.region.index != int(reg[i]):
+                    continue
+                hit = np.nonzero(fp.offsets == soff[i])[0]
+                if hit.size:
+                    gpos = {r: n for n, r in enumerate(t.group)}
+                    p = gpos.get(int(trank[i]), 0)
+                    origin = (p * t.n if which == "src" and t.op == "ALLGATHER" else
+                              p * (t.n // len(t.group)) if which == "dst"
+                              and t.op == "REDUCE_SCATTER" else 0)
+                    held = int(hit[0]) + origin - int(p_off[i])
+                    break
+            word = (f"the leg's piece at sb2sb.bin record {i} ({part}.start_addr "
+                    f"{int(self.a['sb2sb.bin'][part]['start_addr'][i]):#x}) and the BD that moves "
+                    f"it (dma.bin record {self._bd_at(g, d, int(p_off[i] * dsize[i]))})")
+            if held is not None and held >= 0:
+                why = (f"elem_start should be {held}, not {es}: {word} both put its first "
+                       f"element at the place of element {held + int(p_off[i])} of the op's SBUF "
+                       f"operand, not of {int(elem[i])}")
+            else:
+                why = (f"elem_start {es} is not borne out: {word} both put its first element "
+                       f"at no place of the op's SBUF operand that a leg's element "
+                       f"{int(p_off[i])} can be at, not where element {int(elem[i])} is")
+            raise self.fail(why, "legs.bin", g, "elem_start", channel=int(self.ch[g]))
+
+    def _sbuf_footprints(self, t: TriggerSpec):
+        """(src, dst) footprints of ``t``'s SBUF operands (None for a DRAM one), cached."""
+        cache = self.__dict__.setdefault("_sbuf_fp", {})
+        if t.ordinal not in cache:
+            fps = t.footprints(self.layout)
+            cache[t.ordinal] = tuple(fp if fp.offsets is not None else None for fp in fps)
+        return cache[t.ordinal]
 
     def _anchored(self, groups, sb, reg, addr, trank, elem, dsize) -> np.ndarray:
         """Per piece: SBUF, or its BD address ``addr`` is where one of the buffers a leg of
