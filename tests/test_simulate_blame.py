@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from nrtrewrite.emit import formats as F
-from test_simulate import cli, lower_spec
+from test_simulate import cli, coll_spec, lower_spec
 from test_simulate_kick_leaf import copy, rehash
 from test_simulate_unreached41 import _error, ar2_out, r2n_out  # noqa: F401 (fixtures)
 
@@ -523,3 +523,32 @@ def test_the_sbuf_fixtures_mesh_elem_start_flip_is_named(tmp_path):
     assert err.startswith(f"{out / 'rank-0004'}: field elem_start, rank 4, channel 0, artifact "
                           f"legs.bin, record {rec}: elem_start should be 4096, not 4100: "), err
     assert err.endswith("of element 4096 of the op's SBUF operand, not of 4100"), err
+
+
+# ---------------------------------------------------------------- flat RING leaf vs step loop
+@pytest.mark.parametrize("op,want,first,hops", [
+    # all-gather, 1024 elements a rank over 8: step 0 sends the rank's own block [0, 1024)
+    # (member 0 hops ahead), H0 [0, 512) then H1 [512, 1024): the second send is changed
+    ("all_gather", "send or direct_copy", (512, 1024), 0),
+    # all-reduce of 1024 over 8 (chunks of 128, halves of 64): step 0 sends the chunk of the
+    # member n - 1 = 7 hops ahead on channel 0's ring 0 -> 1 -> ... -> 7, [896, 1024): H0
+    ("all_reduce", "send", (896, 960), 7),
+])
+def test_a_flat_ring_leaf_the_step_loop_does_not_call_is_named(tmp_path, op, want, first, hops):
+    """Seed 001 §4's step loop fixes which leaf moves which chunk (an all-reduce's step 0 is
+    send; the all-gather's first step is send plus direct_copy, docs/DESIGN.md "Buffers and
+    data flow"). A send changed into direct_copy_send (leaf 1 ^ 4 = 5, byte 12: FORMATS §3)
+    has the same data flow, semaphores, sdma_op and neigh, and its ring_step is the send's;
+    until 2026-12-07 it simulated as a match (review 54b)."""
+    out = lower_spec(coll_spec(op, "bf16", 8, 1024), tmp_path / "o")
+    legs = np.fromfile(out / "rank-0000" / "legs.bin", F.LEG_DTYPE)
+    rec = int(np.flatnonzero((legs["leaf"] == 1) & (legs["elem_start"] == first[0]))[0])
+    assert legs["num_elements"][rec] == first[1] - first[0]
+    _flip(out, 0, "legs.bin", 64 * rec + 12, 4)
+    verb = "all-gather" if op == "all_gather" else "all-reduce"
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field leaf, rank 0, channel 0, artifact legs.bin, record {rec}: "
+        f"leaf should be {want}, not direct_copy_send: elements [{first[0]}, {first[1]}) are "
+        f"of the chunk of the member {hops} hops ahead on the channel's ring of 8, which the "
+        f"{verb}'s step loop moves at step 0 with {want} (seed 001 §4, docs/DESIGN.md "
+        "\"Buffers and data flow\", FORMATS §3)")

@@ -53,6 +53,9 @@ DIRECT_RECV = int(Leaf.direct_recv)
 TPINC_MAX_REPEAT = 0xFFFF
 #: the leaves of a ring all-reduce's all-gather phase (seed 001 §4 PHASE 2)
 _ALL_GATHER_PHASE = (int(Leaf.direct_recv_send), int(Leaf.direct_recv))
+#: a collective's name in a line
+_OP_TEXT = {"ALLREDUCE": "all-reduce", "REDUCE_SCATTER": "reduce-scatter",
+            "ALLGATHER": "all-gather"}
 RING_LEAVES = frozenset({1, 2, 3, 4, 5, 6, 7, 8})
 KANGARING_LEAVES = frozenset({10, PEER_POST, PEER_WAIT})
 MESH_LEAVES = frozenset({16, 17, 20, POST_RECV})  # mesh_send, mesh_reduce, mesh_sync, post_recv
@@ -938,6 +941,8 @@ class RankDecoder:
         want[(leaf == MARK_END) | (leaf == MARK_COMPLETE)] = 0
         s = np.zeros(L.size, np.int64)
         g = np.zeros(L.size, np.int64)
+        #: leg -> (the leaves its step loop calls there, hops, n) where its own is not one
+        wrong_leaf: dict[int, tuple] = {}
         if sel.size:
             # sel is in legs.bin order, so grouped by entry: one slice an entry
             cut = np.flatnonzero(np.diff(spi[sel])) + 1
@@ -959,6 +964,7 @@ class RankDecoder:
                     s[m] = n - 1 - i
                 else:
                     s[m] = (n - i) % n
+                self._ring_leaf_wants(t, m, i, lf, wrong_leaf)
                 # set below, once the channel's steps per group are known
                 want[m] = np.where(i >= 0, -2, -1)
                 s[m] = np.where(i >= 0, s[m], 0)
@@ -969,6 +975,21 @@ class RankDecoder:
             want[m] = s[m] + g[m] * spg[gid[m]]
         bad = _first((want >= 0) & (got != want))
         if bad is None:
+            if wrong_leaf:
+                # the step agrees with the leaf's phase and the chunk its elements name: the
+                # leaf is what the step loop does not call there
+                bad = min(wrong_leaf)
+                e0, n0 = int(L["elem_start"][bad]), int(L["num_elements"][bad])
+                wants, hops, n = wrong_leaf[bad]
+                names = " or ".join(LEAF_NAMES[x] for x in wants)
+                t = self.entry_trigger[int(spi[bad])]
+                raise self.fail(
+                    f"leaf should be {names}, not "
+                    f"{LEAF_NAMES.get(int(leaf[bad]), int(leaf[bad]))}: elements [{e0}, "
+                    f"{e0 + n0}) are of the chunk of the member {hops} hops ahead on the "
+                    f"channel's ring of {n}, which the {_OP_TEXT[t.op]}'s step loop moves "
+                    f"at step {s[bad]} with {names} (seed 001 §4, docs/DESIGN.md \"Buffers and "
+                    "data flow\", FORMATS §3)", art, bad, "leaf", channel=int(ch[bad]))
             return
         lf = LEAF_NAMES.get(int(leaf[bad]), int(leaf[bad]))
         if leaf[bad] in (MARK_END, MARK_COMPLETE):
@@ -981,6 +1002,43 @@ class RankDecoder:
                    + (f" ({spg_bad} steps a group on this channel)" if spg_bad else "")
                    + " (seed 001 §4, FORMATS §3)")
         raise self.fail(why, art, bad, "ring_step", channel=int(ch[bad]))
+
+    def _ring_leaf_wants(self, t: TriggerSpec, m: np.ndarray, i: np.ndarray, lf: np.ndarray,
+                         wrong: dict) -> None:
+        """The leaves a flat RING entry's step loop calls on the legs ``m`` (leaves ``lf``),
+        which move the chunk (block) of the member ``i`` hops ahead on their channel's ring
+        (-1: none; the run names it): seed 001 §4's all-reduce loop, the reduce-scatter its
+        first phase, the all-gather DESIGN "Buffers and data flow"'s.  Over n ranks: the
+        chunk i = n - 1 hops ahead is sent (``send``), those 1 .. n - 2 ahead received,
+        reduced and sent on (``recv_reduce_send``), the rank's own (i = 0) reduced last
+        (``recv_reduce_copy`` then ``direct_copy_send``; with --host-cc
+        ``recv_reduce_copy_send``; a reduce-scatter's ``recv_reduce_copy``); in an all-reduce's
+        all-gather phase those n - 1 .. 2 ahead are received and sent on
+        (``direct_recv_send``), the one 1 ahead received last (``direct_recv``).  An
+        all-gather sends its own block (``send``) and copies it to OUT (``direct_copy``), then
+        receives the others as that phase does.  A group of one copies (``direct_copy``).
+        Legs whose leaf is not among them go into ``wrong`` (leg: (leaves, i, n))."""
+        n = len(t.group)
+        L = Leaf
+        final = ((int(L.recv_reduce_copy_send),) if self.layout.host_cc else
+                 (int(L.recv_reduce_copy), int(L.direct_copy_send)))
+        for k, hops, leaf in zip(m.tolist(), i.tolist(), lf.tolist()):
+            if hops < 0:
+                continue
+            if n == 1:
+                wants = (DIRECT_COPY,)
+            elif t.op == "ALLGATHER" or (t.op == "ALLREDUCE" and leaf in _ALL_GATHER_PHASE
+                                         and hops > 0):
+                wants = ((int(L.send), DIRECT_COPY) if hops == 0 and t.op == "ALLGATHER" else
+                         (DIRECT_RECV,) if hops == 1 else (int(L.direct_recv_send),))
+            elif hops == n - 1:
+                wants = (int(L.send),)
+            elif hops > 0:
+                wants = (int(L.recv_reduce_send),)
+            else:
+                wants = final if t.op == "ALLREDUCE" else (int(L.recv_reduce_copy),)
+            if leaf not in wants:
+                wrong[k] = (wants, hops, n)
 
     # ------------------------------------------------------------------ data BDs
     def decode_bds(self) -> None:
