@@ -552,3 +552,27 @@ def test_a_flat_ring_leaf_the_step_loop_does_not_call_is_named(tmp_path, op, wan
         f"of the chunk of the member {hops} hops ahead on the channel's ring of 8, which the "
         f"{verb}'s step loop moves at step 0 with {want} (seed 001 §4, docs/DESIGN.md "
         "\"Buffers and data flow\", FORMATS §3)")
+
+
+# ---------------------------------------------------------------- a channel program split
+def test_a_channel_that_splits_a_program_is_named_at_its_record(tmp_path):
+    """A HIER reduce-scatter over ranks 0, 1, 64, 65 (trn2:nodes=2, LNC 2): two entries a rank
+    (intra_redsct, inter_redsct, FORMATS §3.3 HIER: each leg its own channel range). Rank 0's
+    first leg of entry 1 has its channel's bit 0 flipped (byte 6), 1 -> 0: alone, it makes
+    a program of entry 1 on channel 0 without mark_end (FORMATS §3: every channel program ends
+    with one), and its step 0 runs on into the next record's, step 1 on channel 1. Its channel
+    is named (until 2026-12-07 the next record's step was: 'step should be 0, program
+    order's, not 1')."""
+    out = lower_spec(coll_spec("reduce_scatter", "bf16", [0, 1, 64, 65], 384, lnc=2),
+                     tmp_path / "o", algo="hier", topology="trn2:nodes=2")
+    legs = np.fromfile(out / "rank-0000" / "legs.bin", F.LEG_DTYPE)
+    rec = int(np.flatnonzero(legs["spad_index"] == 1)[0])
+    assert legs["channel"][rec] == 1 and legs["channel"][rec + 1] == 1
+    assert legs["step"][rec] == 0 and legs["step"][rec + 1] == 1
+    _flip(out, 0, "legs.bin", 64 * rec + 6)
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field channel, rank 0, artifact legs.bin, record {rec}: channel "
+        f"should be 1, not 0: record {rec} alone makes a channel program (entry 1 channel 0) "
+        f"without mark_end, and its step 0 runs on into record {rec + 1}'s (entry 1 channel 1, "
+        "step 1): legs are ordered by (entry, channel), each channel program ends with "
+        "mark_end (FORMATS §3)")

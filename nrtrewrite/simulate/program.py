@@ -551,6 +551,9 @@ class RankDecoder:
         gid = np.cumsum(new) - 1
         gfirst = np.flatnonzero(new)
         want_step = np.arange(n) - gfirst[gid] if n else np.zeros(0, np.int64)
+        i = _first(step != want_step)
+        if i is not None:
+            self._blame_split(i, spi, ch, step, leaf, gid)
         self.check(step != want_step, lambda i: f"step should be {want_step[i]}, program "
                    f"order's, not {step[i]} (legs missing, duplicated or out of order)", art,
                    "step")
@@ -857,6 +860,32 @@ class RankDecoder:
                         f"({spg[gid[bad]]} steps a group on this channel; h_cw "
                         f"{t.single_cycle[1][0]}, {n} ranks) (docs/DESIGN.md \"Single-cycle "
                         "ring\", FORMATS §3)", art, int(bad), "ring_step", channel=int(ch[bad]))
+
+    def _blame_split(self, i: int, spi: np.ndarray, ch: np.ndarray, step: np.ndarray,
+                     leaf: np.ndarray, gid: np.ndarray) -> None:
+        """Record ``i`` starts an (entry, channel) but its ``step`` runs on from record
+        ``i - 1``'s, of the same entry: one channel program was split by a record's
+        ``channel``.  Where record ``i - 1`` is alone in its program and no ``mark_end``
+        (every program ends with one, FORMATS §3), its channel is named; where record ``i``
+        is alone and the ``mark_end`` the program before it lacks, its channel is (until
+        2026-12-07 the step of the record after the split was named).  Else nothing is
+        raised here."""
+        if i == 0 or gid[i] == gid[i - 1] or spi[i] != spi[i - 1] or step[i] != step[i - 1] + 1:
+            return
+        alone = np.bincount(gid)[gid] == 1
+        if alone[i - 1] and leaf[i - 1] != MARK_END:
+            j, o = i - 1, i
+        elif alone[i] and leaf[i] == MARK_END and leaf[i - 1] != MARK_END:
+            j, o = i, i - 1
+        else:
+            return
+        raise self.fail(f"channel should be {ch[o]}, not {ch[j]}: record {j} alone makes a "
+                        f"channel program (entry {spi[j]} channel {ch[j]}) "
+                        f"{'without' if j < o else 'of only'} mark_end, and its step "
+                        f"{step[j]} runs {'on into' if j < o else 'on from'} record {o}'s "
+                        f"(entry {spi[o]} channel {ch[o]}, step {step[o]}): legs are ordered "
+                        "by (entry, channel), each channel program ends with mark_end "
+                        "(FORMATS §3)", "legs.bin", j, "channel")
 
     def _blame_order(self, i: int, spi: np.ndarray, ch: np.ndarray, key: np.ndarray) -> None:
         """Record ``i + 1``'s (entry, channel) comes before record ``i``'s (FORMATS §3: legs
