@@ -554,6 +554,50 @@ def test_a_flat_ring_leaf_the_step_loop_does_not_call_is_named(tmp_path, op, wan
         "\"Buffers and data flow\", FORMATS §3)")
 
 
+# ---------------------------------------------------------------- a receive entry's size
+def test_an_inter_rdh_receive_size_is_named_at_its_entry_not_the_post_recv_legs(tmp_path):
+    """A bf16 INTER_RDH all-reduce of 1024 elements over ranks 0, 128, ..., 896 (one a node,
+    trn2:nodes=8). Recursive halving (docs/DESIGN.md "RDH"): at step 0 core rank 0 exchanges
+    with 0 ^ 4, rank 512, keeps [0, 512) and receives the partner's copy of it, 512 x 2 = 1024
+    bytes, its first receive entry (net_dest.bin record 0; size the u32 at 32, FORMATS §8.2).
+    Size bit 3 flipped, 1024 -> 1032: the transmit entry it pairs with and the post_recv legs
+    both say 1024, so the receive entry is named (until 2026-12-07 the post_recv legs were,
+    'the post_recv legs ... should count 3592 bytes')."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", [128 * i for i in range(8)], 1024),
+                     tmp_path / "o", algo="inter_rdh", topology="trn2:nodes=8")
+    dest = (out / "rank-0000" / "net_dest.bin").read_bytes()
+    assert struct.unpack_from("<I", dest, 32)[0] == 1024
+    assert struct.unpack_from("<i", dest, 40)[0] == 512
+    _flip(out, 0, "net_dest.bin", 32, 8)
+    err = _error(out)
+    assert err.startswith(
+        f"{out / 'rank-0000'}: field size, rank 0, channel 0, artifact net_dest.bin, record 0: "
+        "size should be 1024, not 1032: the paired transmit entry (rank 512, net_src.bin "
+        "record "), err
+
+
+def test_a_post_recvs_count_is_named_at_its_leg_not_the_first_post_recv(tmp_path):
+    """The same INTER_RDH all-reduce: rank 0's post_recv legs (leaf 21) each carry the
+    element range of the transfer they receive (FORMATS §3, §8 "Entries"). One of them, of
+    128 elements, has num_elements bit 8 flipped (128 -> 384, byte 57 of its record): it is
+    named at its record, against its transfer (until 2026-12-07 the entry's first post_recv
+    leg was, with the entry's sum)."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", [128 * i for i in range(8)], 1024),
+                     tmp_path / "o", algo="inter_rdh", topology="trn2:nodes=8")
+    legs = np.fromfile(out / "rank-0000" / "legs.bin", F.LEG_DTYPE)
+    posts = np.flatnonzero((legs["leaf"] == 21) & (legs["num_elements"] == 128))
+    assert posts.size
+    rec = int(posts[0])
+    e0 = int(legs["elem_start"][rec])
+    _flip(out, 0, "legs.bin", 64 * rec + 57)
+    err = _error(out)
+    assert err.startswith(
+        f"{out / 'rank-0000'}: field num_elements, rank 0, channel 0, artifact legs.bin, "
+        f"record {rec}: post_recv of elements [{e0}, {e0 + 384}) receives the transfer of "), err
+    assert err.endswith("a post_recv carries the element range of the transfer it receives "
+                        "(FORMATS §8 \"Entries\")"), err
+
+
 # ---------------------------------------------------------------- a channel program split
 def test_a_channel_that_splits_a_program_is_named_at_its_record(tmp_path):
     """A HIER reduce-scatter over ranks 0, 1, 64, 65 (trn2:nodes=2, LNC 2): two entries a rank

@@ -445,15 +445,21 @@ def test_a_kangaring_direct_recv_copies(tmp_path):
 @pytest.mark.parametrize("value", [1, 0])
 def test_post_recv_legs_count_what_their_entry_receives(value, rdh8n_out, tmp_path):
     """FORMATS §3: a ``post_recv``'s num_elements are the elements it receives; posting is per
-    entry (§8.2), so its entry's post_recv legs together count its receive entries' bytes."""
+    entry (§8.2), so its entry's post_recv legs together count its receive entries' bytes,
+    and each carries the element range of the transfer it receives (§8 "Entries"): one leg's
+    count changed is named at that leg, against its transfer (since 2026-12-07; before, the
+    entry's sum was named, 'the post_recv legs of entry 0 ... should count')."""
     legs = _legs(rdh8n_out, 0)
     rec = next(i for i in range(len(legs) // REC) if legs[i * REC + LEAF] == 21)
     (num,) = struct.unpack_from("<I", legs, rec * REC + NUM_ELEMENTS)
+    (start,) = struct.unpack_from("<Q", legs, rec * REC + 48)
     assert num > 1
     out = _copy(rdh8n_out, tmp_path)
     _patch(out / "rank-0000" / "legs.bin", rec * REC + NUM_ELEMENTS, "<I", lambda v: value)
-    _fails(out, "rank-0000", "legs.bin", "field num_elements", "the post_recv legs of entry 0",
-           "should count", "what its receive entries carry, not")
+    _fails(out, "rank-0000", "legs.bin", "field num_elements", f"record {rec}: post_recv of "
+           f"elements [{start}, {start + value}) receives the transfer of ",
+           f"of elements [{start}, {start + num})",
+           "a post_recv carries the element range of the transfer it receives")
 
 
 def test_destination_streams_of_a_tile_writing_one_place_must_agree(tmp_path):

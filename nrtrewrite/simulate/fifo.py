@@ -138,15 +138,22 @@ class FifoDecoder:
             f.tx_groups = self._groups(f, "tx")
             f.rx_groups = self._groups(f, "rx")
         self._check_sends()
-        self._check_post_recvs()
+        # a post_recv count off only in sum is raised after the pairing and the receiving
+        # legs, which name the one leg or entry that carries another transfer's elements
+        # (until 2026-12-07 the sum was named at the entry's first post_recv leg)
+        summed = self._check_post_recvs()
         transfers = self._pair()
         self._check_receiving_legs(transfers)
+        if summed is not None:
+            raise summed
         return transfers
 
-    def _check_post_recvs(self) -> None:
+    def _check_post_recvs(self) -> SimulationError | None:
         """FORMATS §3: a ``post_recv`` leg's ``num_elements`` is what it receives.  Posting
         is per entry (§8.2), so the check is per entry and channel: its ``post_recv`` legs
-        together receive the bytes of its ops' receive entries."""
+        together receive the bytes of its ops' receive entries.  A receive entry whose size
+        alone is off is raised here (:meth:`_blame_receive_size`); a count off otherwise is
+        returned, for the caller to raise once the per-transfer checks have had their say."""
         received: dict[tuple[int, int, int], int] = {}  # (rank, channel, entry) -> bytes
         for (rank, ch), f in self.fifos.items():
             for k, (start, n) in f.rx_groups.items():
@@ -164,13 +171,56 @@ class FifoDecoder:
                     counted = int(prog.l_num[posts].sum()) * esize
                     got = received.get((rank, ch, ent.index), 0)
                     if counted != got:
-                        raise SimulationError(
+                        self._blame_receive_size(rank, ch, ent.index, counted, got)
+                        return SimulationError(
                             f"the post_recv legs of entry {ent.index} on channel {ch} should "
                             f"count {got} bytes, what its receive entries carry, not {counted} "
                             f"bytes ({int(prog.l_num[posts].sum())} elements) (FORMATS §3: a "
                             "post_recv's num_elements are the elements it receives)",
                             rank=rank, channel=ch,
                             artifact="legs.bin", record=int(posts[0]), field="num_elements")
+        return None
+
+    def _blame_receive_size(self, rank: int, ch: int, entry: int, counted: int,
+                            got: int) -> None:
+        """The post_recv legs of ``entry`` count ``counted`` bytes, its receive entries carry
+        ``got``: where one receive entry's size differs from the transmit entry it pairs with
+        (FORMATS §8.2: the k-th receive entry from rank s pairs with s's k-th transmit entry to
+        this rank on the channel), and the transmit entry's size makes the two counts agree,
+        the receive entry is what changed: named (two records against one; until 2026-12-07
+        the post_recv legs were).  Otherwise nothing is raised here."""
+        f = self.fifos[(rank, ch)]
+        seen: dict[int, int] = {}  # sender -> receive entries from it so far on the channel
+        odd = []
+        for k, (start, n) in sorted(f.rx_groups.items()):
+            for j in range(start, start + n):
+                sender = int(f.rx["src_rank"][j])
+                pos = seen.get(sender, 0)
+                seen[sender] = pos + 1
+                if f.op_entry[k] != entry:
+                    continue
+                sf = self.fifos.get((sender, ch))
+                if sf is None:
+                    return
+                tx = [int(sf.tx_first + i) for a, m in sorted(sf.tx_groups.items())
+                      for i in range(m[0], m[0] + m[1]) if int(sf.tx["dst_rank"][i]) == rank]
+                if pos >= len(tx):
+                    return  # unpaired: the pairing names it
+                i = tx[pos] - sf.tx_first
+                if int(sf.tx["size"][i]) != int(f.rx["size"][j]):
+                    odd.append((j, sender, tx[pos], int(sf.tx["size"][i])))
+        if len(odd) != 1:
+            return
+        j, sender, trec, want = odd[0]
+        have = int(f.rx["size"][j])
+        if got - have + want != counted:
+            return
+        raise SimulationError(
+            f"size should be {want}, not {have}: the paired transmit entry (rank {sender}, "
+            f"net_src.bin record {trec}) carries {want} bytes, and the entry's post_recv legs "
+            f"count {counted} bytes, what its receive entries carry with {want} here",
+            rank=rank, channel=ch, artifact="net_dest.bin", record=f.rx_first + j,
+            field="size")
 
     # ------------------------------------------------------------------
     def _op_entries(self, f: ChannelFifo) -> None:
