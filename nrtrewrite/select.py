@@ -1403,7 +1403,9 @@ def _flat_fallback(req: Request, cands: dict[EncAlgType, Candidate],
 
 def _leg_choice(slot: str, leg_req: Request, topo: Topology, policy: Policy,
                 override: AlgoOverride | None, op_clause: OverrideClause | None,
-                used: bool) -> tuple[EncAlgType, str]:
+                used: bool) -> tuple[EncAlgType | None, str]:
+    """The engine of HIER leg ``slot`` (SELECTION.md §5, §8) and its reason; ``(None, "")``
+    when the override leaves a leg the op runs (``used``) no legal engine."""
     legal_set = LEG_LEGAL[slot]
     clause = override.for_leg(slot) if override else None
     if clause is not None and clause.forced is not None:
@@ -1448,8 +1450,8 @@ def _leg_choice(slot: str, leg_req: Request, topo: Topology, policy: Policy,
             # (every other allowed engine was refused too: all named, SELECTION.md §8)
             return alg, _passed_over(_outside_window(why, passed),
                                      passed[:k] + passed[k + 1:] + off)
-    if used:
-        raise _no_leg_engine(leg_req, topo, policy, override, slot, legal_set, allowed)
+    if used:  # (no engine: _hier_legs raises, naming every leg the override leaves none)
+        return None, ""
     return EncAlgType.RING, "override not applicable"
 
 
@@ -1495,11 +1497,11 @@ def _off_slot_passed(clause: OverrideClause | None, slot: str,
 def _no_leg_engine(req: Request, topo: Topology, policy: Policy,
                    override: AlgoOverride | None, slot: str, legal_set: Iterable[EncAlgType],
                    allowed: Callable[[EncAlgType], bool],
-                   unlowerable: EncAlgType | None = None) -> SelectionError:
-    """The exclusions of ``override`` leave HIER leg ``slot`` no legal engine: its engines,
-    and why each one allowed is not legal on the leg's group.  With ``unlowerable`` (the
-    leg's legal policy engine, which this build cannot lower as a HIER leg) ``legal_set`` is
-    the engines the leg can be lowered with instead."""
+                   unlowerable: EncAlgType | None = None) -> str:
+    """Why the exclusions of ``override`` leave HIER leg ``slot`` no legal engine: its
+    engines, why each one allowed is not legal on the leg's group, and those excluded.  With
+    ``unlowerable`` (the leg's legal policy engine, which this build cannot lower as a HIER
+    leg) ``legal_set`` is the engines the leg can be lowered with instead."""
     engines = list(legal_set)
     refused = [f"{a.name}: {PREDICATES[a][1](req, topo, policy, check_window=False)[1]}"
                for a in engines if allowed(a)]
@@ -1514,17 +1516,106 @@ def _no_leg_engine(req: Request, topo: Topology, policy: Policy,
         refused.append(f"{', '.join(a.name for a in off)} not {where}")
     if clause is not None and not clause.exclude:
         gone = [a.name for a in engines if a in clause.algs and not allowed(a)]
-        if gone:
-            refused.append(f"{', '.join(gone)} excluded")
+    else:  # (said beside the refusals: until 2026-12-07 the excluded went unnamed there)
+        gone = [a.name for a in engines if not allowed(a)] if refused else []
+    if gone:
+        refused.append(f"{', '.join(gone)} excluded")
     text = f"{override.source} {override.text!r}" if override else "the policy"
     what = "no legal engine (its engines: "
     if unlowerable is not None:
         what = (f"no engine this build lowers there ({unlowerable.name}, the policy's and "
                 "legal, is not lowerable as a HIER leg; the leg's lowerable engines: ")
-    return SelectionError(f"{text} leaves the {slot} leg {what}"
-                          f"{', '.join(a.name for a in engines)}; "
-                          f"{'; '.join(refused) if refused else 'every one excluded'})",
-                          trigger=req.ordinal)
+    return (f"{text} leaves the {slot} leg {what}"
+            f"{', '.join(a.name for a in engines)}; "
+            f"{'; '.join(refused) if refused else 'every one excluded'})")
+
+
+#: A HIER leg the override leaves no engine: (its slot, its request, the leg's policy engine
+#: when that one is legal but not lowerable as a leg, else None; the allowed test).
+_LeftLeg = tuple[str, Request, "EncAlgType | None", Callable[[EncAlgType], bool]]
+
+
+def _legs_left_none(req: Request, topo: Topology, policy: Policy,
+                    override: AlgoOverride | None, op_clause: OverrideClause | None,
+                    left: list[_LeftLeg]) -> SelectionError:
+    """The error for the HIER legs ``left`` (slot order) the override leaves no engine
+    (SELECTION.md §8): the first one's engines and why none is taken
+    (:func:`_no_leg_engine`), the others named, then what to pass instead: the override with
+    a clause forcing each such leg's first engine legal on its group that this build lowers
+    there (a leg clause forcing one engine beats an exclusion), and the flat engines it
+    allows that are legal for the op and lowerable, which ``--algo`` may force (until
+    2026-12-07 the first leg alone, its excluded engines unnamed, and no way out said:
+    ``^ring`` over ranks 0, 1, 64, 65)."""
+    slot, leg_req, unlowerable, allowed = left[0]
+    engines = LEG_LEGAL[slot]
+    if unlowerable is not None:
+        engines = tuple(a for a in engines if a in policy.hier_leg_lowerable)
+    msg = _no_leg_engine(leg_req, topo, policy, override, slot, engines, allowed, unlowerable)
+    forced: dict[str, EncAlgType] = {}
+    for name, leg_q, _, _ in left:
+        can = [a for a in dict.fromkeys((*policy.precedence, *LEG_LEGAL[name]))
+               if a in LEG_LEGAL[name] and a in policy.hier_leg_lowerable]
+        pick = next((a for check in (True, False) for a in can
+                     if PREDICATES[a][1](leg_q, topo, policy, check_window=check)[0]), None)
+        if pick is not None:
+            forced[name] = pick
+    source = override.source if override else "--algo"  # (None: a policy without RING)
+    clauses: list[str] | None = None
+    if len(forced) == len(left):
+        # (checked by selecting under it: a leg the first legs' choice hid, one whose
+        # policy engine this build cannot lower as a leg, is left none there and forced too)
+        for _ in HIER_SLOTS:
+            clauses = [c.text for c in (override.clauses if override else ())
+                       if c.target not in forced]
+            clauses += [f"{name}:{alg.name.lower()}" for name, alg in forced.items()]
+            try:
+                select(req, topo, override=parse_algo_override(";".join(clauses)),
+                       policy=policy)
+                break
+            except _LegsLeftNone as err:
+                if not err.forced or set(err.forced) <= set(forced):
+                    clauses = None
+                    break
+                forced.update(err.forced)
+            except NrtRewriteError:
+                clauses = None
+                break
+        else:
+            clauses = None
+    others = [name for name, *_ in left[1:]]
+    others += [name for name in forced if name not in others and name != slot]
+    if others:
+        msg += (f", nor the {' or '.join(others)} "
+                f"leg{'s' if len(others) > 1 else ''} any")
+    ways = []
+    if clauses is not None:
+        by_alg: dict[EncAlgType, list[str]] = {}
+        for name, alg in forced.items():
+            by_alg.setdefault(alg, []).append(name)
+        runs = "; ".join(f"the {' and '.join(names)} leg{'s' if len(names) > 1 else ''} on "
+                         f"{alg.name}" for alg, names in by_alg.items())
+        beats = any(c.exclude for c in (override.clauses if override else ()))
+        ways.append(f"{source} {';'.join(clauses)!r} runs {runs}"
+                    + (" (a leg clause forcing one engine beats an exclusion)" if beats
+                       else ""))
+    flat = [a for a in CANDIDATE_ORDER if a != EncAlgType.HIER
+            and (op_clause is None or op_clause.allows(a)) and policy.is_lowerable(a, req.op)
+            and PREDICATES[a][1](req, topo, policy, check_window=False)[0]]
+    if flat:
+        ways.append(f"{source} may force {' or '.join(a.name for a in flat)} over "
+                    "the whole group")
+    if ways:
+        msg += f"; {', or '.join(ways)}"
+    return _LegsLeftNone(msg, trigger=req.ordinal, forced=forced if clauses else {})
+
+
+class _LegsLeftNone(SelectionError):
+    """:func:`_legs_left_none`'s error; ``forced``: the leg clauses its way out forces
+    (none when it gives none), which the check of an outer one's way out takes."""
+
+    def __init__(self, *args, forced: dict[str, EncAlgType] | None = None, **kw):
+        super().__init__(*args, **kw)
+        self.forced = forced or {}
 
 
 def _largest_slice(req: Request, y: int) -> int:
@@ -1546,6 +1637,7 @@ def _hier_legs(req: Request, topo: Topology, policy: Policy, override: AlgoOverr
     used = HIER_LEGS[req.op]
     choices: dict[str, tuple[EncAlgType, str]] = {}
     sizes: dict[str, int] = {}
+    left: list[_LeftLeg] = []
     for slot in LEG_OPS:
         scope, op = LEG_OPS[slot]
         groups = intra if scope == INTRA else inter
@@ -1555,8 +1647,22 @@ def _hier_legs(req: Request, topo: Topology, policy: Policy, override: AlgoOverr
         sizes[slot] = nbytes
         leg_req = Request.for_op(op, req.dtype, groups[0], nbytes, ordinal=req.ordinal,
                                  sbuf=req.sbuf, alu=req.alu)
-        choices[slot] = _leg_choice(slot, leg_req, topo, policy, override, op_clause,
-                                    slot in used)
+        try:
+            alg, why = _leg_choice(slot, leg_req, topo, policy, override, op_clause,
+                                   slot in used)
+        except SelectionError:
+            if left:  # (the legs before it, in slot order, are said first)
+                break
+            raise
+        if alg is None:  # (the override leaves it no engine: every such leg named)
+            clause = override.for_leg(slot) if override else None
+            leaves = _leg_allows(clause, op_clause)
+            left.append((slot, leg_req, None,
+                         lambda a, s=slot, f=leaves: a in LEG_LEGAL[s] and f(a)))
+            continue
+        choices[slot] = alg, why
+    if left:
+        raise _legs_left_none(req, topo, policy, override, op_clause, left)
     legs = []
     for slot in used:
         scope, op = LEG_OPS[slot]
@@ -1576,12 +1682,15 @@ def _lowerable_hier_legs(req: Request, topo: Topology, policy: Policy,
     leg's group (in window first); RING always can.  A leg clause forcing such an engine is
     an error."""
     out, notes = [], []
+    left: list[_LeftLeg] = []
     for leg in legs:
         if leg.alg in policy.hier_leg_lowerable:
             out.append(leg)
             continue
         clause = override.for_leg(leg.name) if override else None
         if clause is not None and clause.forced is not None:
+            if left:  # (a leg before it left none: said first, as _hier_legs does)
+                break
             can = ", ".join(a.name for a in sorted(policy.hier_leg_lowerable, key=int))
             raise _forced_error(req, override, clause, leg.alg,
                                 f"{leg.alg.name} cannot be lowered as a HIER leg in this build "
@@ -1618,14 +1727,15 @@ def _lowerable_hier_legs(req: Request, topo: Topology, policy: Policy,
             if found:
                 break
         if not found and not allowed(EncAlgType.RING):  # (RING, always legal, excluded)
-            raise _no_leg_engine(leg_req, topo, policy, override, leg.name,
-                                 [a for a in LEG_LEGAL[leg.name]
-                                  if a in policy.hier_leg_lowerable], allowed,
-                                 unlowerable=leg.alg)
+            left.append((leg.name, leg_req, leg.alg, allowed))
+            continue
         out.append(Leg(name=leg.name, op=leg.op, alg=pick, sub_type=None, groups=leg.groups,
                        nbytes=leg.nbytes, reason=why))
         notes.append(f"{leg.name}: {leg.alg.name} is not lowerable as a HIER leg in this build; "
                      f"{pick.name} instead")
+    if left:  # (in slot order, as _hier_legs names them)
+        left.sort(key=lambda x: list(LEG_OPS).index(x[0]))
+        raise _legs_left_none(req, topo, policy, override, op_clause, left)
     return tuple(out), notes
 
 

@@ -38,17 +38,28 @@ def refusal(algo):
     # SINGLE_STEP_MESH in candidate order, §3)
     ("inter_allr:single_step_mesh,kangaring",
      "leaves the inter_allr leg no legal engine (its engines: RING, INTER_RDH, "
-     "SINGLE_CYCLE_RING, MESH; KANGARING, SINGLE_STEP_MESH not legal on the inter_allr leg)"),
+     "SINGLE_CYCLE_RING, MESH; KANGARING, SINGLE_STEP_MESH not legal on the inter_allr leg)"
+     # (then the way out, §8: the slot's first engine lowerable as a leg in its window, MESH
+     # not lowerable as a leg, SINGLE_CYCLE_RING inside [0, 4 MiB) for the 8 KiB leg; the
+     # flat engines legal for the op: SINGLE_CYCLE_RING on any all-reduce, RING)
+     "; --algo 'inter_allr:single_cycle_ring' runs the inter_allr leg on SINGLE_CYCLE_RING, "
+     "or --algo may force SINGLE_CYCLE_RING or RING over the whole group"),
     ("intra_allg:mesh,inter_rdh",
      "leaves the intra_allg leg no legal engine (its engines: RING, KANGARING; MESH, "
-     "INTER_RDH not legal on the intra_allg leg)"),
+     "INTER_RDH not legal on the intra_allg leg); --algo 'intra_allg:ring' runs the "
+     "intra_allg leg on RING, or --algo may force SINGLE_CYCLE_RING or RING over the whole "
+     "group"),
     # the one legal engine named is excluded by the collective's clause: that is said
     ("intra_allg:mesh,kangaring;allreduce:^kangaring",
      "leaves the intra_allg leg no legal engine (its engines: RING, KANGARING; MESH not legal "
-     "on the intra_allg leg; KANGARING excluded)"),
+     "on the intra_allg leg; KANGARING excluded); --algo 'allreduce:^kangaring;intra_allg:ring'"
+     " runs the intra_allg leg on RING (a leg clause forcing one engine beats an exclusion), "
+     "or --algo may force SINGLE_CYCLE_RING or RING over the whole group"),
 ])
 def test_a_leg_allow_list_of_engines_not_legal_on_its_slot_names_them(algo, says):
-    """Until 2026-12-06 each said `every one excluded`, though no exclusion named them."""
+    """Until 2026-12-06 each said `every one excluded`, though no exclusion named them.
+    Since 2026-12-07 the refusal ends with what to pass instead (SELECTION.md §8): the leg
+    clause replaced by one forcing a legal engine of the slot, and the flat engines."""
     assert refusal(algo) == f"trigger 0: --algo {algo!r} {says}"
 
 

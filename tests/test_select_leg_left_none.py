@@ -1,0 +1,121 @@
+"""An exclusion that leaves HIER legs no engine (docs/SELECTION.md §8, the leg bullet):
+the refusal names every such leg, the engines excluded beside those not legal and why, and
+what to pass instead, each way checked by lowering it (the fifty-third session's "Left":
+``--algo '^ring'`` on a two-node 2 x 2 all-reduce was refused naming only ``intra_allg``,
+its KANGARING's reason and not that RING was excluded, and no way out).
+
+Expected words come from the docs: a HIER intra leg's engines are RING and KANGARING
+(SELECTION.md §1 and §5, seed 000 §1.4: "an intra leg is never MESH"); KANGARING needs every
+rank of each device it touches (ranks 0, 1 of trn2's 4-rank device 0 at LNC 2); SINGLE_CYCLE_RING
+composes any all-reduce forced (§3); a leg clause forcing one engine beats an exclusion (§8)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from click.testing import CliRunner
+
+from nrtrewrite.cli import main
+from nrtrewrite.codes import DType, EncOpType
+from nrtrewrite.errors import SelectionError
+from nrtrewrite.select import Request, parse_algo_override, select
+from nrtrewrite.topology import load_topology
+
+T2N = load_topology("trn2:nodes=2", world=(), lnc_size=2)  # 64 ranks a node, 4 a device
+GROUP = [0, 1, 64, 65]  # 2 nodes x 2 ranks, half of device 0 on each node
+MIB = 1 << 20
+
+SPEC = {
+    "header": {"pkg_version": 2, "name": "two_by_two", "lnc_size": 2},
+    "subgraphs": [{
+        "name": "sg00",
+        "vars": [{"name": "x", "type": "input", "size": MIB},
+                 {"name": "y", "type": "output", "size": MIB}],
+        "replica_groups": [GROUP],
+        "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "x",
+                                           "dst": "y", "bytes": MIB}}]},
+    }],
+}
+
+KANGARING_WHY = ("device 0 of node 0 has 2 of its 4 ranks in the group; KangaRing needs "
+                 "every rank of each device it touches")
+
+
+def cli(*args, env=None):
+    return CliRunner().invoke(main, [str(a) for a in args], env=env or {},
+                              catch_exceptions=False)
+
+
+@pytest.fixture
+def model(tmp_path):
+    from nrtrewrite.neff.assembler import assemble_spec
+    path = tmp_path / "m.neff"
+    path.write_bytes(assemble_spec(copy.deepcopy(SPEC)))
+    return path
+
+
+def lowers_and_simulates(model, out, algo):
+    res = cli("lower", "-q", model, "--topology", "trn2:nodes=2", "--algo", algo, "-o", out)
+    assert res.exit_code == 0, res.output
+    sim = cli("simulate", out)
+    assert sim.exit_code == 0, sim.output
+
+
+def test_caret_ring_on_a_two_by_two_all_reduce_names_both_intra_legs_and_the_way_out(
+        model, tmp_path):
+    """Both intra legs are left none (RING excluded, KANGARING not legal on half a device):
+    the first in slot order named with its engines, RING said excluded, the other leg named;
+    then the override with both legs forced to RING, and the flat engine --algo may force
+    (SINGLE_CYCLE_RING: RING is excluded). Each way lowers and simulates bit-exactly."""
+    res = cli("lower", model, "--topology", "trn2:nodes=2", "--algo", "^ring",
+              "-o", tmp_path / "refused")
+    assert res.exit_code == 2
+    line, = res.stderr.splitlines()
+    assert line.endswith(
+        "trigger 0: --algo '^ring' leaves the intra_allg leg no legal engine (its engines: "
+        f"RING, KANGARING; KANGARING: {KANGARING_WHY}; RING excluded), nor the intra_redsct "
+        "leg any; --algo '^ring;intra_allg:ring;intra_redsct:ring' runs the intra_allg and "
+        "intra_redsct legs on RING (a leg clause forcing one engine beats an exclusion), or "
+        "--algo may force SINGLE_CYCLE_RING over the whole group"), line
+    assert not (tmp_path / "refused").exists()
+    lowers_and_simulates(model, tmp_path / "legs", "^ring;intra_allg:ring;intra_redsct:ring")
+    lowers_and_simulates(model, tmp_path / "flat", "single_cycle_ring")
+
+
+def test_a_leg_the_first_legs_hid_is_found_by_the_way_out_and_named():
+    """A 256 B all-gather over the same group: intra_allg is left none at once; its way out
+    then leaves inter_allg none (MESH, the policy's there, is not lowerable as a HIER leg,
+    §6; RING excluded), so that leg is named and forced too; no flat engine (MESH needs one
+    rank a node, SINGLE_CYCLE_RING is all-reduce only, RING excluded). The way out selects
+    both legs RING."""
+    req = Request.for_op(EncOpType.ALLGATHER, DType.BF16, GROUP, 256)
+    with pytest.raises(SelectionError) as err:
+        select(req, T2N, override=parse_algo_override("^ring"))
+    assert err.value.reason == (
+        "--algo '^ring' leaves the intra_allg leg no legal engine (its engines: RING, "
+        f"KANGARING; KANGARING: {KANGARING_WHY}; RING excluded), nor the inter_allg leg any; "
+        "--algo '^ring;intra_allg:ring;inter_allg:ring' runs the intra_allg and inter_allg "
+        "legs on RING (a leg clause forcing one engine beats an exclusion)")
+    way = select(req, T2N, override=parse_algo_override("^ring;intra_allg:ring;inter_allg:ring"))
+    legs = [(leg.name, leg.alg.name) for leg in way.legs]
+    assert legs == [("inter_allg", "RING"), ("intra_allg", "RING")]
+
+
+def test_the_way_out_keeps_the_source_and_the_other_clauses(monkeypatch):
+    """From NRTREWRITE_ALGO the refusal and its way out name the variable; a clause of
+    another collective is kept as written, the leg's own allow-list replaced. A 1 KiB
+    reduce-scatter: intra_redsct's allow-list leaves it none (KANGARING not legal, MESH no
+    intra leg's engine), and the way out then leaves inter_redsct none (MESH not lowerable as
+    a leg, RING excluded for reduce-scatters); no flat engine is legal and allowed."""
+    text = "allgather:ring;reduce_scatter:^ring;intra_redsct:kangaring,mesh"
+    monkeypatch.setenv("NRTREWRITE_ALGO", text)
+    req = Request.for_op(EncOpType.REDUCE_SCATTER, DType.BF16, GROUP, 1024)
+    with pytest.raises(SelectionError) as err:
+        select(req, T2N, override=parse_algo_override(None))
+    assert err.value.reason == (
+        f"NRTREWRITE_ALGO {text!r} leaves the intra_redsct leg no legal engine (its engines: "
+        f"RING, KANGARING; KANGARING: {KANGARING_WHY}; MESH not legal on the intra_redsct "
+        "leg), nor the inter_redsct leg any; NRTREWRITE_ALGO 'allgather:ring;"
+        "reduce_scatter:^ring;intra_redsct:ring;inter_redsct:ring' runs the intra_redsct and "
+        "inter_redsct legs on RING (a leg clause forcing one engine beats an exclusion)")
