@@ -257,16 +257,17 @@ def check_plan(plan) -> None:
         first_by_group.setdefault(group, trig)
         if desc_by_group[group] > MAX_RANK_DESCRIPTORS:
             raise LimitError(
-                f"the ranks of replica group {_short(group)} need about "
+                f"the ranks of replica group {short_group(group)} need about "
                 f"{desc_by_group[group]} data descriptors by this trigger, more than "
                 f"{MAX_RANK_DESCRIPTORS} (MAX_RANK_DESCRIPTORS)", **trigger_where(trig))
     spad_by_group: dict[tuple[int, ...], list] = defaultdict(list)  # over the subgraphs
     for (sg, group), trigs in per_group.items():
         if len(trigs) > SPAD_ENTRIES:
             raise LimitError(
-                f"{len({id(t) for t in trigs})} collectives on replica group {_short(group)} need "
-                f"{len(trigs)} SPAD entries on each of its ranks; the {SPAD_BYTES}-byte TOP_SP "
-                f"CTRL SPAD holds {SPAD_ENTRIES} per subgraph", **trigger_where(trigs[SPAD_ENTRIES]))
+                f"{len({id(t) for t in trigs})} collectives on replica group "
+                f"{short_group(group)} need {len(trigs)} SPAD entries on each of its ranks; "
+                f"the {SPAD_BYTES}-byte TOP_SP CTRL SPAD holds {SPAD_ENTRIES} per subgraph",
+                **trigger_where(trigs[SPAD_ENTRIES]))
         spad_by_group[group].extend(trigs)
     _check_rank_spad_entries(spad_by_group)
     # groups of different subgraphs may share ranks: add up per rank (<= NEC_MAX_COMM_N groups)
@@ -300,7 +301,7 @@ def _check_rank_spad_entries(spad_by_group: dict[tuple[int, ...], list]) -> None
     for group, trigs in spad_by_group.items():
         if len(trigs) > MAX_RANK_SPAD_ENTRIES:
             raise LimitError(
-                f"the collectives of replica group {_short(group)} need {len(trigs)} SPAD "
+                f"the collectives of replica group {short_group(group)} need {len(trigs)} SPAD "
                 f"entries on each of its ranks over all subgraphs, more than the "
                 f"{MAX_RANK_SPAD_ENTRIES} a u16 spad_index numbers (MAX_RANK_SPAD_ENTRIES)",
                 **trigger_where(trigs[MAX_RANK_SPAD_ENTRIES]))
@@ -312,7 +313,8 @@ def _check_rank_spad_entries(spad_by_group: dict[tuple[int, ...], list]) -> None
                          "numbers (MAX_RANK_SPAD_ENTRIES)", rank=over[0])
 
 
-def _short(group: tuple[int, ...]) -> str:
+def short_group(group: tuple[int, ...]) -> str:
+    """A replica group as the plan's refusals name it: ``0..7``, or its first 8 ranks."""
     if len(group) > 1 and list(group) == list(range(group[0], group[0] + len(group))):
         return f"{group[0]}..{group[-1]}"
     return ",".join(map(str, group[:8])) + (",..." if len(group) > 8 else "")

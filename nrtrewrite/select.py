@@ -1750,8 +1750,8 @@ def _legs_text(legs: tuple[Leg, ...]) -> str:
 
 def select(trigger: Union[Trigger, Request], topo: Topology, *,
            override: AlgoOverride | None = None, policy: Policy = DEFAULT_POLICY,
-           strict: bool = True, host_cc: bool = False, _take: EncAlgType | None = None
-           ) -> Selection:
+           strict: bool = True, host_cc: bool = False, _take: EncAlgType | None = None,
+           spad_refusal: str | None = None) -> Selection:
     """Select the engine, legs and channel count for one trigger.
 
     With ``strict=False`` (explain) a request nothing lowerable can serve returns a
@@ -1759,7 +1759,9 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
     :func:`engine_bd_refusal`): the selection of that engine, as the cascade would make it
     had it taken it (legal: its legs under ``override``), without the gate.  ``host_cc``:
     ``lower``'s ``--host-cc``, which the BD gate counts under (it changes an all-reduce's
-    legs, not the cascade).
+    legs, not the cascade).  ``spad_refusal``: why ``lower`` refuses HIER for this trigger
+    among its subgraph's (:func:`spad_pass_over`): the cascade passes HIER over as the BD
+    gate passes over an engine its composer refuses.
     """
     req = as_request(trigger)
     if not req.group:
@@ -1797,7 +1799,9 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
         # legs pass TPINC_MAX_BDS is passed over, its reason the gate's (until 2026-12-07
         # only MESH was gated, and the default could take an engine lower then refused)
         def fits(a: EncAlgType) -> bool:
-            why = engine_bd_refusal(trigger, req, a, topo, policy, override, host_cc)
+            why = (f"{LOWER_REFUSES}{spad_refusal}"
+                   if a == EncAlgType.HIER and spad_refusal is not None
+                   else engine_bd_refusal(trigger, req, a, topo, policy, override, host_cc))
             if why is not None:
                 c = cands[a]
                 cands[a] = replace(c, in_window=False, reason=why if c.in_window
@@ -1832,7 +1836,8 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
             # --host-cc passes over a HIER that `--algo hier` lowers, SELECTION.md §3)
             passed_over = gated()
             forcible = [a for a in CANDIDATE_ORDER if cands[a].legal
-                        and (a not in passed_over or a == EncAlgType.HIER)
+                        and (a not in passed_over or a == EncAlgType.HIER
+                             and spad_refusal is None)
                         and policy.is_lowerable(a, req.op)
                         and forced_fits(trigger, req, a, topo, policy, host_cc)]
             msg = _no_engine_fits(req, cands, passed_over, override if clause else None,
@@ -1995,18 +2000,77 @@ def _invalid(req: Request, shape: GroupShape, cands: dict[EncAlgType, Candidate]
         override=override.text if override else None)
 
 
+#: The most SPAD entries one trigger takes: a HIER all-reduce's, one a leg (three legs).
+_MOST_ENTRIES = max(len(legs) for legs in HIER_LEGS.values())
+
+
+def spad_pass_over(triggers: Iterable[Trigger],
+                   selection_of: Callable[[Trigger], "Selection | None"]) -> dict[int, str]:
+    """The triggers whose default HIER the selection passes over (SELECTION.md "The SPAD
+    gate"), by ordinal, and why ``lower`` refuses it: a subgraph's collectives on one replica
+    group whose selections (``selection_of``: a trigger's, None when refused) need more SPAD
+    entries on each rank than the TOP_SP CTRL SPAD holds (``limits.check_plan``; HIER takes
+    one a leg, any other engine one) while one each would fit.  HIER is passed over on the
+    last such triggers first, until the group's entries fit (until 2026-12-07 the default
+    took HIER and ``lower`` refused the model, where ``--algo ring`` lowered it); one the
+    override forces is not (``lower`` refuses it).  Only groups of more triggers than the
+    SPAD holds entries over the most a trigger takes are selected here."""
+    from nrtrewrite.limits import SPAD_BYTES, SPAD_ENTRIES, short_group
+    by_group: dict[tuple[str, tuple[int, ...]], list[Trigger]] = {}
+    for t in triggers:
+        by_group.setdefault((t.subgraph, tuple(t.replica_group)), []).append(t)
+    out: dict[int, str] = {}
+    for (_sg, group), trigs in by_group.items():
+        if not SPAD_ENTRIES < len(trigs) * _MOST_ENTRIES or len(trigs) > SPAD_ENTRIES:
+            continue  # (fits whatever is taken, or is refused whatever is taken)
+        sels = [selection_of(t) for t in trigs]
+        hier = [s is not None and s.alg == EncAlgType.HIER for s in sels]
+        entries = [len(s.legs) if h else 1 for s, h in zip(sels, hier)]
+        total = sum(entries)
+        if total <= SPAD_ENTRIES:
+            continue
+        why = (f"{len(trigs)} collectives on replica group {short_group(group)} need {total} "
+               f"SPAD entries on each of its ranks, HIER taking one a leg; the {SPAD_BYTES}-"
+               f"byte TOP_SP CTRL SPAD holds {SPAD_ENTRIES} per subgraph")
+        for t, s, h, n in reversed(list(zip(trigs, sels, hier, entries))):
+            if total <= SPAD_ENTRIES:
+                break
+            clause = (parse_algo_override(s.override).for_op(t.op)
+                      if h and s.override is not None else None)
+            if h and (clause is None or clause.forced != EncAlgType.HIER):
+                out[t.ordinal] = why
+                total -= n - 1
+    return out
+
+
 def select_all(model: Model, topo: Topology, override: AlgoOverride | None = None,
                policy: Policy = DEFAULT_POLICY, triggers: Iterable[Trigger] | None = None,
                host_cc: bool = False) -> list[Selection]:
     """:func:`select` for every trigger of ``model`` (those of ``triggers``, if given), in
-    trigger order (``host_cc``: ``lower``'s ``--host-cc``, for the BD gate)."""
-    out = []
-    for t in model.triggers if triggers is None else triggers:
+    trigger order (``host_cc``: ``lower``'s ``--host-cc``, for the BD gate), HIER passed over
+    where its SPAD entries would not fit among the subgraph's (:func:`spad_pass_over`, over
+    every trigger of the model)."""
+    chosen = list(model.triggers if triggers is None else triggers)
+
+    def pick(t: Trigger, spad: str | None = None) -> Selection:
         try:
-            out.append(select(t, topo, override=override, policy=policy, host_cc=host_cc))
+            return select(t, topo, override=override, policy=policy, host_cc=host_cc,
+                          spad_refusal=spad)
         except SelectionError as err:
             raise err.at(**trigger_where(t))
-    return out
+    out = [pick(t) for t in chosen]
+    mine = {t.ordinal: s for t, s in zip(chosen, out)}
+
+    def selection_of(t: Trigger) -> Selection | None:
+        if t.ordinal in mine:
+            return mine[t.ordinal]
+        try:  # (a trigger not planned, schedule --trigger: as lower would select it)
+            return select(t, topo, override=override, policy=policy, host_cc=host_cc)
+        except NrtRewriteError:
+            return None
+    gated = spad_pass_over(model.triggers, selection_of)
+    return [pick(t, gated[t.ordinal]) if t.ordinal in gated else s
+            for t, s in zip(chosen, out)]
 
 
 __all__ = [
@@ -2018,5 +2082,6 @@ __all__ = [
     "enc_can_post_mesh_operation", "enc_can_post_single_cycle_ring", "evaluate_candidates",
     "group_shape", "hier_groups", "hier_split", "idle_clauses", "parse_alg_name",
     "parse_algo_override", "parse_op_name", "ranks_by_node", "ranks_text", "select", "select_all",
+    "spad_pass_over",
     "DEFAULT_POLICY", "Policy",
 ]

@@ -38,7 +38,7 @@ from nrtrewrite.neff.model import Operand
 from nrtrewrite.policy import DEFAULT_POLICY, Policy, fmt_bytes
 from nrtrewrite.select import (
     Leg, Request, Selection, group_shape, idle_clauses, parse_algo_override, parse_op_name,
-    select,
+    select, spad_pass_over,
 )
 from nrtrewrite.sizes import parse_size
 from nrtrewrite.topology.model import (
@@ -548,16 +548,31 @@ def _plan_model(m, topo: Topology, override, policy, shown: set[int],
     def here(err: NrtRewriteError, t) -> NrtRewriteError:  # a request's error at trigger t
         return err.elsewhere(replace(err.where, **trigger_where(t)))  # (its reason shared)
 
-    for t in m.triggers:
-        key = (replace(Request.from_trigger(t), ordinal=0), operands_may_share(t))
-        first = key not in done
-        if first:
+    def selected(t, spad: str | None = None) -> list:
+        # (the request's cached [selection or error, plan, engine's plan]; a trigger whose
+        # HIER the SPAD gate passes over is a request of its own: select.spad_pass_over)
+        key = (replace(Request.from_trigger(t), ordinal=0), operands_may_share(t), spad)
+        if key not in done:
             try:
                 done[key] = [select(t, topo, override=override, policy=policy, strict=False,
-                                    host_cc=host_cc), None, None]
+                                    host_cc=host_cc, spad_refusal=spad), None, None]
             except NrtRewriteError as err:
                 done[key] = [err.at(**trigger_where(t)), None, None]
-        seen = done[key]
+            done[key].append(True)  # (first: this trigger made it)
+        else:
+            done[key][3] = False
+        return done[key]
+
+    def selection_of(t):  # (as select_all judges the SPAD entries: lower's selections)
+        sel = selected(t)[0]
+        return None if isinstance(sel, NrtRewriteError) or sel.alg == EncAlgType.INVALID \
+            else sel
+    gated = spad_pass_over(m.triggers, selection_of)
+    for k in done.values():
+        k[3] = False  # (the pre-pass made none of them for a trigger shown)
+    for t in m.triggers:
+        seen = selected(t, gated.get(t.ordinal))
+        first = seen[3]
         stage = unselected
         try:
             if isinstance(seen[0], NrtRewriteError):

@@ -1,0 +1,109 @@
+"""The SPAD gate (docs/SELECTION.md "The SPAD gate"): an engine-dependent refusal later in
+``lower`` that the selection did not see (RELIABILITY §6, the fifty-third session's "Left").
+A subgraph's collectives on one replica group take one CTRL SPAD entry each, a HIER one
+one a leg (three for an all-reduce: intra_redsct, inter_allr, intra_allg, SELECTION.md §5);
+the 4096-byte SPAD of 8-byte entries holds 512 (limits.check_plan).  171 small bf16
+all-reduces over ranks 0, 1, 64, 65 of trn2:nodes=2 default to HIER (2 nodes x 2 ranks):
+171 x 3 = 513 entries, so ``lower`` refused the model while ``--algo ring`` (171 entries)
+lowered it.  HIER is now passed over on the last triggers until the group fits:
+170 x 3 + 1 = 511 <= 512, the last trigger RING (the cascade's next engine inside its
+window: SINGLE_CYCLE_RING needs one rank a node).  Expected values are the hand count above
+and ``lower`` forced (``--algo hier`` refused in check_plan's words, ``--algo ring`` lowered)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from nrtrewrite.cli import main
+from nrtrewrite.lower import LowerOptions, plan_lowering
+from nrtrewrite.neff.reader import read_model
+
+GROUP = [0, 1, 64, 65]
+TOPO = "trn2:nodes=2"
+WHY = ("171 collectives on replica group 0,1,64,65 need 513 SPAD entries on each of its "
+       "ranks, HIER taking one a leg; the 4096-byte TOP_SP CTRL SPAD holds 512 per subgraph")
+
+
+def spec(n: int) -> dict:
+    ar = {"all_reduce": {"dtype": "bf16", "op": "add", "src": "x", "dst": "y", "bytes": 4096}}
+    return {"header": {"pkg_version": 2, "name": f"spad{n}", "lnc_size": 2},
+            "subgraphs": [{"name": "sg00",
+                           "vars": [{"name": "x", "type": "input", "size": 4096},
+                                    {"name": "y", "type": "output", "size": 4096}],
+                           "replica_groups": [GROUP],
+                           "engines": {"sp": [ar] * n}}]}
+
+
+def cli(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], env={}, catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    from nrtrewrite.neff.assembler import assemble_spec
+    d = tmp_path_factory.mktemp("spad")
+    out = {}
+    for n in (170, 171):
+        out[n] = d / f"spad{n}.neff"
+        out[n].write_bytes(assemble_spec(spec(n)))
+    return out
+
+
+def algorithms(out) -> list[str]:
+    return [t["algorithm"] for t in json.loads((out / "manifest.json").read_text())["triggers"]]
+
+
+def test_lower_forced_hier_is_refused_and_forced_ring_lowers(models, tmp_path):
+    """What the gate stands for, from lower forced: HIER's 513 entries refused, RING's fit."""
+    res = cli("lower", models[171], "--topology", TOPO, "--algo", "hier", "-o", tmp_path / "h")
+    assert res.exit_code == 2
+    assert res.stderr.rstrip().endswith(
+        "trigger 170: 171 collectives on replica group 0,1,64,65 need 513 SPAD entries on each "
+        "of its ranks; the 4096-byte TOP_SP CTRL SPAD holds 512 per subgraph")
+    assert cli("lower", "-q", models[171], "--topology", TOPO, "--algo", "ring",
+               "-o", tmp_path / "r").exit_code == 0
+
+
+def test_the_default_passes_hier_over_on_the_last_trigger_so_the_spad_fits(models, tmp_path):
+    """The default lowers (it was refused): 170 HIER, the last RING; the output simulates;
+    170 triggers (510 entries) stay HIER every one."""
+    out = tmp_path / "d"
+    res = cli("lower", "-q", models[171], "--topology", TOPO, "-o", out)
+    assert res.exit_code == 0, res.output
+    assert algorithms(out) == ["HIER"] * 170 + ["RING"]
+    assert cli("simulate", out).exit_code == 0
+    res = cli("lower", "-q", models[170], "--topology", TOPO, "-o", tmp_path / "e")
+    assert res.exit_code == 0, res.output
+    assert algorithms(tmp_path / "e") == ["HIER"] * 170
+
+
+def test_explain_and_schedule_select_as_lower_does(models):
+    """explain names the gate in the policy's reason, in the BD gate's words for an engine
+    lower refuses; schedule --trigger 170 (which plans that trigger alone) takes RING too."""
+    res = cli("explain", models[171], "--topology", TOPO, "--trigger", 169, "--trigger", 170,
+              "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    got = {t["trigger"]: t for t in doc["triggers"]}
+    assert got[169]["lowered"]["algorithm"] == "HIER"
+    assert got[170]["lowered"]["algorithm"] == "RING"
+    assert f"; HIER not taken: policy gate: lower refuses it: {WHY};" in \
+        got[170]["policy"]["reason"]
+    plan = plan_lowering(read_model(models[171]), LowerOptions(topology=TOPO), only={170})
+    assert [p.selection.alg.name for p in plan.triggers] == ["RING"]
+
+
+def test_an_allow_list_leaving_nothing_else_is_refused_in_the_bd_gates_shape(models, tmp_path):
+    """Under --algo 'hier,mesh' (MESH not legal on 2 ranks a node) nothing else is allowed:
+    the default's refusal for an engine lower refuses, naming the engines --algo may force
+    (not HIER, which lower refuses forced too)."""
+    res = cli("lower", models[171], "--topology", TOPO, "--algo", "hier,mesh",
+              "-o", tmp_path / "m")
+    assert res.exit_code == 2
+    assert res.stderr.rstrip().endswith(
+        "trigger 170: no engine the default selection may take under --algo 'hier,mesh' can "
+        f"be lowered: HIER lower refuses it: {WHY} (--algo may force SINGLE_CYCLE_RING or "
+        "RING, whose legs fit)")
