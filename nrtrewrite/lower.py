@@ -45,7 +45,7 @@ from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Model, Trigger
 from nrtrewrite.select import (
     Request, Selection, bd_uncounted, bds_text, sbuf_runs_text, idle_clauses,
-    parse_algo_override, ranks_text, select_all,
+    hier_forced, parse_algo_override, ranks_text, select, select_all,
 )
 from nrtrewrite.serialize import serialize_spad, serialize_tpinc
 from nrtrewrite.topology.model import Topology, load_topology
@@ -250,7 +250,12 @@ def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str,
     slot_of = {t.ordinal: slot for t, slot in zip(model.triggers, slots)}
     for p in plan.triggers:
         p.entry_post_sem = ENTRY_POST_SEMS[slot_of[p.trigger.ordinal]]
-    plan.memory = lay_out_memory(model, topo, plan.triggers)
+
+    def replan(tp: TriggerPlan, why: str) -> TriggerPlan:  # (the window gate's)
+        sel = select(tp.trigger, topo, override=override, host_cc=options.host_cc,
+                     hier_refusal=why)
+        return prepare_trigger(plan, tp.trigger, sel)
+    plan.memory = lay_out_memory_gated(model, topo, plan.triggers, replan)
     t2 = time.perf_counter()
     plan.timings = {"select": t1 - t0, "plan": t2 - t1}
     return plan
@@ -295,6 +300,46 @@ def lay_out_memory(model: Model, topo: Topology, triggers: list[TriggerPlan]) ->
             private += -(-p.prepared.private_scratch_bytes // 64) * 64
     return build_memory_map(model, private, max([p.prepared.gw_bytes for p in spans] + [0]),
                             cores_per_device=topo.ranks_per_device)
+
+
+def lay_out_memory_gated(model: Model, topo: Topology, triggers: list[TriggerPlan],
+                         replan: Callable[[TriggerPlan, str], TriggerPlan]) -> MemoryMap:
+    """:func:`lay_out_memory`; where it refuses the layout (the core window), HIER is passed
+    over (docs/SELECTION.md "The window gate") on the default's HIER triggers, the largest
+    scratch and gateway first (then in trigger order), one at a time, each re-selected and
+    re-planned by ``replan(plan, why)`` (``select``'s ``hier_refusal``: the cascade's next
+    engine, HIER not taken for ``why``, the layout's refusal), until the layout fits; the
+    triggers so re-planned replace theirs in ``triggers``.  When none makes it fit, or a
+    re-selection or its plan is refused, the layout's first refusal (until 2026-12-07
+    always: a model whose HIER's scratch passed the window was refused though ``--algo
+    ring`` lowered it).  A HIER the override forces is left."""
+    try:
+        return lay_out_memory(model, topo, triggers)
+    except LimitError as err:
+        first = err
+    try:  # (the vars alone past a window: no engine's scratch can help)
+        build_memory_map(model, 0, 0, cores_per_device=topo.ranks_per_device)
+    except LimitError:
+        raise first from None
+    hier = [i for i, tp in enumerate(triggers)
+            if tp.selection.alg == EncAlgType.HIER and not hier_forced(tp.selection)]
+    hier.sort(key=lambda i: (-(triggers[i].prepared.scratch_bytes
+                               + triggers[i].prepared.private_scratch_bytes
+                               + triggers[i].prepared.gw_bytes), i))
+    trial = list(triggers)
+    for i in hier:
+        try:
+            trial[i] = replan(trial[i], first.reason)
+        except NrtRewriteError:
+            break
+        trial[i].entry_post_sem = triggers[i].entry_post_sem  # (set before the layout)
+        try:
+            memory = lay_out_memory(model, topo, trial)
+        except LimitError:
+            continue
+        triggers[:] = trial
+        return memory
+    raise first
 
 
 def _peer(topo: Topology, rank: int) -> Peer:

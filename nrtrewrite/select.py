@@ -1751,7 +1751,7 @@ def _legs_text(legs: tuple[Leg, ...]) -> str:
 def select(trigger: Union[Trigger, Request], topo: Topology, *,
            override: AlgoOverride | None = None, policy: Policy = DEFAULT_POLICY,
            strict: bool = True, host_cc: bool = False, _take: EncAlgType | None = None,
-           spad_refusal: str | None = None) -> Selection:
+           hier_refusal: str | None = None) -> Selection:
     """Select the engine, legs and channel count for one trigger.
 
     With ``strict=False`` (explain) a request nothing lowerable can serve returns a
@@ -1759,9 +1759,9 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
     :func:`engine_bd_refusal`): the selection of that engine, as the cascade would make it
     had it taken it (legal: its legs under ``override``), without the gate.  ``host_cc``:
     ``lower``'s ``--host-cc``, which the BD gate counts under (it changes an all-reduce's
-    legs, not the cascade).  ``spad_refusal``: why ``lower`` refuses HIER for this trigger
-    among its subgraph's (:func:`spad_pass_over`): the cascade passes HIER over as the BD
-    gate passes over an engine its composer refuses.
+    legs, not the cascade).  ``hier_refusal``: why ``lower`` refuses HIER for this trigger
+    among the model's (:func:`spad_pass_over`, ``lower.lay_out_memory_gated``): the cascade
+    passes HIER over as the BD gate passes over an engine its composer refuses.
     """
     req = as_request(trigger)
     if not req.group:
@@ -1799,8 +1799,8 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
         # legs pass TPINC_MAX_BDS is passed over, its reason the gate's (until 2026-12-07
         # only MESH was gated, and the default could take an engine lower then refused)
         def fits(a: EncAlgType) -> bool:
-            why = (f"{LOWER_REFUSES}{spad_refusal}"
-                   if a == EncAlgType.HIER and spad_refusal is not None
+            why = (f"{LOWER_REFUSES}{hier_refusal}"
+                   if a == EncAlgType.HIER and hier_refusal is not None
                    else engine_bd_refusal(trigger, req, a, topo, policy, override, host_cc))
             if why is not None:
                 c = cands[a]
@@ -1837,7 +1837,7 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
             passed_over = gated()
             forcible = [a for a in CANDIDATE_ORDER if cands[a].legal
                         and (a not in passed_over or a == EncAlgType.HIER
-                             and spad_refusal is None)
+                             and hier_refusal is None)
                         and policy.is_lowerable(a, req.op)
                         and forced_fits(trigger, req, a, topo, policy, host_cc)]
             msg = _no_engine_fits(req, cands, passed_over, override if clause else None,
@@ -2035,12 +2035,20 @@ def spad_pass_over(triggers: Iterable[Trigger],
         for t, s, h, n in reversed(list(zip(trigs, sels, hier, entries))):
             if total <= SPAD_ENTRIES:
                 break
-            clause = (parse_algo_override(s.override).for_op(t.op)
-                      if h and s.override is not None else None)
-            if h and (clause is None or clause.forced != EncAlgType.HIER):
+            if h and not hier_forced(s):
                 out[t.ordinal] = why
                 total -= n - 1
     return out
+
+
+def hier_forced(sel: "Selection") -> bool:
+    """Whether the override of ``sel`` forces HIER for its op (``--algo hier``): a gate that
+    passes HIER over for a model-wide limit (:func:`spad_pass_over`, ``lower``'s memory
+    layout) leaves it, and ``lower`` refuses it."""
+    if sel.override is None:
+        return False
+    clause = parse_algo_override(sel.override).for_op(sel.op)
+    return clause is not None and clause.forced == EncAlgType.HIER
 
 
 def select_all(model: Model, topo: Topology, override: AlgoOverride | None = None,
@@ -2055,7 +2063,7 @@ def select_all(model: Model, topo: Topology, override: AlgoOverride | None = Non
     def pick(t: Trigger, spad: str | None = None) -> Selection:
         try:
             return select(t, topo, override=override, policy=policy, host_cc=host_cc,
-                          spad_refusal=spad)
+                          hier_refusal=spad)
         except SelectionError as err:
             raise err.at(**trigger_where(t))
     out = [pick(t) for t in chosen]

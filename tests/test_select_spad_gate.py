@@ -107,3 +107,61 @@ def test_an_allow_list_leaving_nothing_else_is_refused_in_the_bd_gates_shape(mod
         "trigger 170: no engine the default selection may take under --algo 'hier,mesh' can "
         f"be lowered: HIER lower refuses it: {WHY} (--algo may force SINGLE_CYCLE_RING or "
         "RING, whose legs fit)")
+
+
+# -- the window gate: HIER's larger scratch past the core window ------------------------------
+
+MIB = 1 << 20
+WINDOW = (32 << 30) - (4 << 30)  # SBUF_BASE - DRAM_BASE: the DRAM part of a core's window
+
+
+def window_spec() -> dict:
+    """A 1 MiB bf16 all-reduce over 0, 1, 64, 65 after a DRAM var filling the window but
+    7 MiB: the vars end 5 MiB short of it. RING needs 1 MiB of scratch (the received
+    partials) and a 1 MiB gateway: fits. HIER, whose 512 KiB inter_allr leg is
+    SINGLE_CYCLE_RING (inside [0, 4 MiB), one rank a node), needs 4 x 1 MiB of scratch and a
+    2 x 1 MiB gateway (DESIGN.md "HIER"): 1 MiB past the window."""
+    ar = {"all_reduce": {"dtype": "bf16", "op": "add", "src": "x", "dst": "y", "bytes": MIB}}
+    return {"header": {"pkg_version": 2, "name": "window", "lnc_size": 2},
+            "subgraphs": [{"name": "sg00",
+                           "vars": [{"name": "fill", "type": "input", "size": WINDOW - 7 * MIB},
+                                    {"name": "x", "type": "input", "size": MIB},
+                                    {"name": "y", "type": "output", "size": MIB}],
+                           "replica_groups": [GROUP],
+                           "engines": {"sp": [ar]}}]}
+
+
+@pytest.fixture(scope="module")
+def window_model(tmp_path_factory):
+    from nrtrewrite.neff.assembler import assemble_spec
+    path = tmp_path_factory.mktemp("window") / "window.neff"
+    path.write_bytes(assemble_spec(window_spec()))
+    return path
+
+
+def test_the_default_passes_hier_over_where_its_scratch_passes_the_core_window(
+        window_model, tmp_path):
+    """lower forced: HIER refused at the window (the counts above), RING lowered; the
+    default, which took HIER and was refused, now takes RING, and explain says why."""
+    res = cli("lower", window_model, "--topology", TOPO, "--algo", "hier", "-o", tmp_path / "h")
+    assert res.exit_code == 2
+    why = (f"the model's DRAM vars, scratch and gateway need {WINDOW + MIB} bytes per core "
+           f"(vars {WINDOW - 5 * MIB}, scratch {4 * MIB}, gateway {2 * MIB}), more than the "
+           f"{WINDOW} bytes of the core window below the SBUF window")
+    assert res.stderr.rstrip().endswith(why), res.stderr
+    assert cli("lower", "-q", window_model, "--topology", TOPO, "--algo", "ring", "--rank", 0,
+               "-o", tmp_path / "r").exit_code == 0
+    out = tmp_path / "d"
+    res = cli("lower", "-q", window_model, "--topology", TOPO, "--rank", 0, "-o", out)
+    assert res.exit_code == 0, res.output
+    assert algorithms(out) == ["RING"]
+    # (the same rank artifacts, byte for byte, as lower forced to RING: the layout is RING's)
+    forced = sorted(p.name for p in (tmp_path / "r" / "rank-0000").iterdir())
+    assert sorted(p.name for p in (out / "rank-0000").iterdir()) == forced
+    for name in forced:
+        assert (out / "rank-0000" / name).read_bytes() == \
+            (tmp_path / "r" / "rank-0000" / name).read_bytes(), name
+    res = cli("explain", window_model, "--topology", TOPO, "--json")
+    t, = json.loads(res.output)["triggers"]
+    assert t["lowered"]["algorithm"] == "RING"
+    assert f"; HIER not taken: policy gate: lower refuses it: {why};" in t["policy"]["reason"]

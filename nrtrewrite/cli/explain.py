@@ -523,7 +523,9 @@ def _plan_model(m, topo: Topology, override, policy, shown: set[int],
     from nrtrewrite.entryslots import entry_post_slots
     from nrtrewrite.errors import SelectionError
     from nrtrewrite.limits import check_plan, check_start_addr
-    from nrtrewrite.lower import TriggerPlan, check_trigger, lay_out_memory, prepare_trigger
+    from nrtrewrite.lower import (
+        TriggerPlan, check_trigger, lay_out_memory_gated, prepare_trigger,
+    )
     ctx = _plan_context(topo, host_cc)
     # (request with ordinal 0, operands share bytes) -> [selection or its error, TriggerPlan
     # with the sizes of its Prepared or its engine's error (None: not prepared), the
@@ -555,7 +557,7 @@ def _plan_model(m, topo: Topology, override, policy, shown: set[int],
         if key not in done:
             try:
                 done[key] = [select(t, topo, override=override, policy=policy, strict=False,
-                                    host_cc=host_cc, spad_refusal=spad), None, None]
+                                    host_cc=host_cc, hier_refusal=spad), None, None]
             except NrtRewriteError as err:
                 done[key] = [err.at(**trigger_where(t)), None, None]
             done[key].append(True)  # (first: this trigger made it)
@@ -617,8 +619,21 @@ def _plan_model(m, topo: Topology, override, policy, shown: set[int],
     except LimitError as err:  # lower stops here: it meets no start_addr
         out.refusal, out.refusals = err, {}
         return out
+    def replan(tp, why: str):
+        # (as lower re-plans a HIER the window gate passes over: lower.lay_out_memory_gated)
+        sel = select(tp.trigger, topo, override=override, policy=policy, strict=False,
+                     host_cc=host_cc, hier_refusal=why)
+        if sel.alg == EncAlgType.INVALID:
+            raise SelectionError(sel.fallback_reason, **trigger_where(tp.trigger))
+        return prepare_trigger(ctx, tp.trigger, sel)
     try:
-        lay_out_memory(m, topo, planned)
+        before = list(planned)
+        lay_out_memory_gated(m, topo, planned, replan)
+        for old, new in zip(before, planned):
+            if new is not old:
+                out.selections[new.trigger.ordinal] = new.selection
+                if new.trigger.ordinal in shown:
+                    out.plans[new.trigger.ordinal] = new.prepared.data
     except LimitError as err:  # lower stops here: it meets no start_addr
         out.refusal, out.refusals = err, {}
         try:  # the vars alone (lower's line is the one above, with or without scratch)
