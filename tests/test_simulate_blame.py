@@ -599,6 +599,25 @@ def test_a_post_recvs_count_is_named_at_its_leg_not_the_first_post_recv(tmp_path
 
 
 # ---------------------------------------------------------------- a channel program split
+def test_a_mark_end_moved_off_a_one_leg_program_is_named_not_the_leg(tmp_path):
+    """Review 54p: a one-rank all-reduce of one element lowers to one channel program on
+    channel 0, a copy leg (record 0, step 0) and its mark_end (record 1, step 1) (FORMATS §3).
+    The mark_end's channel bit 0 flipped (byte 64 + 6), 0 -> 1: from legs.bin alone either
+    record may have moved, and the data leg was named ('channel should be 1, not 0' at record
+    0, whose value, followed, met spad.bin's channel_list). The entry's channel_list, 0x1
+    (FORMATS §2: its one channel, 0), tells: record 1 is named, its channel should be 0."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 1, 1), tmp_path / "o", algo="ring")
+    legs = np.fromfile(out / "rank-0000" / "legs.bin", F.LEG_DTYPE)
+    assert [(int(x["channel"]), int(x["step"])) for x in legs] == [(0, 0), (0, 1)]
+    _flip(out, 0, "legs.bin", 64 + 6)
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field channel, rank 0, artifact legs.bin, record 1: channel "
+        "should be 0, not 1: record 1 alone makes a channel program (entry 0 channel 1) of "
+        "only mark_end, and its step 1 runs on from record 0's (entry 0 channel 0, step 0): "
+        "legs are ordered by (entry, channel), each channel program ends with mark_end "
+        "(FORMATS §3)")
+
+
 def test_a_channel_that_splits_a_program_is_named_at_its_record(tmp_path):
     """A HIER reduce-scatter over ranks 0, 1, 64, 65 (trn2:nodes=2, LNC 2): two entries a rank
     (intra_redsct, inter_redsct, FORMATS §3.3 HIER: each leg its own channel range). Rank 0's

@@ -873,9 +873,27 @@ class RankDecoder:
         if i == 0 or gid[i] == gid[i - 1] or spi[i] != spi[i - 1] or step[i] != step[i - 1] + 1:
             return
         alone = np.bincount(gid)[gid] == 1
-        if alone[i - 1] and leaf[i - 1] != MARK_END:
+        before = bool(alone[i - 1] and leaf[i - 1] != MARK_END)  # record i - 1 moved
+        after = bool(alone[i] and leaf[i] == MARK_END and leaf[i - 1] != MARK_END)  # record i
+        if before and after:
+            # a program of one leg and its mark_end: either record's channel may have moved;
+            # the entry's channels (spad.bin's channel_list, a mesh entry's the manifest's)
+            # tell which, else nothing does (review 54p: the data leg was named, though the
+            # mark_end had moved off the entry's one channel)
+            e = int(spi[i])
+            bits = (int(self.channel_list[e]) if int(self.algo_type[e]) in RING_FAMILY
+                    else sum(1 << c for c in self.entry_man_channels[e]))
+            listed = [bool((bits >> int(ch[k])) & 1) if 0 <= int(ch[k]) < 32 else False
+                      for k in (i - 1, i)]
+            if listed == [False, True]:
+                after = False
+            elif listed == [True, False]:
+                before = False
+            else:
+                return
+        if before:
             j, o = i - 1, i
-        elif alone[i] and leaf[i] == MARK_END and leaf[i - 1] != MARK_END:
+        elif after:
             j, o = i, i - 1
         else:
             return
