@@ -6,6 +6,7 @@ are named in one line. Every case flips bytes at the offsets FORMATS.md's tables
 expects the message to name the file, record and field flipped (review 53e)."""
 from __future__ import annotations
 
+import json
 import struct
 from pathlib import Path
 
@@ -639,3 +640,36 @@ def test_a_channel_that_splits_a_program_is_named_at_its_record(tmp_path):
         f"without mark_end, and its step 0 runs on into record {rec + 1}'s (entry 1 channel 1, "
         "step 1): legs are ordered by (entry, channel), each channel program ends with "
         "mark_end (FORMATS §3)")
+
+
+# ---------------------------------------------------------------- a transmit size past gw
+def test_a_transmit_size_running_past_its_region_is_named_at_its_size(tmp_path):
+    """A bf16 HIER all-reduce of 768 elements over ranks 0, 1, 64, 65 (trn2:nodes=2, LNC 2):
+    inter_allr is a two-rank ring over a local index's slice, 768 / 2 = 384 elements, so a
+    block of 192 and a half-chunk of 96 (FORMATS §8 "Entries": a ring leg's half-chunk in the
+    gateway view is one transmit entry, the whole transfer of its send leg), 96 x 2 = 192
+    bytes. Rank 65's transmit entry ending at the gw region's end (FORMATS §10: the rank's
+    window offset plus the region's offset and size) has its size (the u32 at 32, §8.2)
+    raised to 193: its sending leg's bytes name the size, as they do for an entry with room
+    after it (until 2026-12-07 `field dev_addr, ...: dev_addr ... (193 bytes) runs past the
+    end of its region`)."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", [0, 1, 64, 65], 768, lnc=2),
+                     tmp_path / "o", algo="hier", topology="trn2:nodes=2")
+    mem = json.loads((out / "manifest.json").read_text())["memory"]
+    gw = next(r for r in mem["regions"] if r["kind"] == "gw")
+    gw_end = mem["dram_base"] + gw["offset"] + gw["size"]
+    tx = np.fromfile(out / "rank-0065" / "net_src.bin", F.NET_SRC_ADDR_DTYPE)
+    ends = (tx["dev_addr"].astype(np.int64) + tx["size"]) % mem["core_window"]
+    rec = int(np.flatnonzero((ends == gw_end) & (tx["mark"] == 0))[0])
+    assert int(tx["size"][rec]) == 192 and int(tx["dst_rank"][rec]) == 1
+    raw = bytearray((out / "rank-0065" / "net_src.bin").read_bytes())
+    struct.pack_into("<I", raw, 72 * rec + 32, 193)
+    (out / "rank-0065" / "net_src.bin").write_bytes(bytes(raw))
+    rehash(out)
+    err = _error(out)
+    assert err.startswith(
+        f"{out / 'rank-0065'}: field size, rank 65, channel 2, artifact net_src.bin, record "
+        f"{rec}: size should be 192, not 193: this entry is the whole transfer of rank 65's "
+        "direct_copy_send leg (legs.bin record "), err
+    assert err.endswith(f"num_elements 96 x 2 = 192 bytes, as the paired receive entry (rank 1, "
+                        f"net_dest.bin record {rec}) says"), err

@@ -20,7 +20,7 @@ from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import EVT_SEM_INC
 from nrtrewrite.errors import SimulationError, escape_controls, json_text
 from nrtrewrite.simulate.artifacts import FIFO_FILES, RankFiles, check_fifo_slices
-from nrtrewrite.simulate.layout import ADDRESS_ERRORS, Layout
+from nrtrewrite.simulate.layout import ADDRESS_ERRORS, E_PAST, Layout
 from nrtrewrite.simulate.program import (
     LEAF_NAMES, POST_RECV, RING_FAMILY, ROLE_RECV, ROLE_SEND, Entry, RankProgram, sem_id,
     sem_name, zero_shown,
@@ -565,8 +565,12 @@ class FifoDecoder:
                 ent = prog.entries[f.op_entry[k]]
                 t = ent.trigger
                 tx = f.tx[start:start + n]
-                srcs = self._resolve(rank, rank, tx["dev_addr"], tx["size"], "net_src.bin",
-                                     f.tx_first + start, "dev_addr", kind="gw")
+                # a dev_addr running past its region waits for its pair's check: a size the
+                # sending leg does not bear out is named there, at its size (until 2026-12-07
+                # at dev_addr, the check's other records at size)
+                srcs, past = self._resolve(rank, rank, tx["dev_addr"], tx["size"],
+                                           "net_src.bin", f.tx_first + start, "dev_addr",
+                                           kind="gw", defer_past=True)
                 prev_complete = True
                 for j in range(n):
                     rec = f.tx_first + start + j
@@ -595,6 +599,8 @@ class FifoDecoder:
                     self._check_pair(f, rf, rec, tx[j], rf.rx[rj], recv, rf.rx_first + rj,
                                      self._sender(prog, ent, ch, sent.get(ent.index, 0))
                                      if whole and _ring_op(ent) else None)
+                    if past is not None and past[0] == j:
+                        raise past[1]
                     sent[ent.index] = sent.get(ent.index, 0) + comp
                     dst = self._resolve(recv, recv, rf.rx["dev_addr"][rj:rj + 1],
                                         rf.rx["size"][rj:rj + 1], "net_dest.bin",
@@ -835,7 +841,13 @@ class FifoDecoder:
                     "equal: one of the two records is wrong, and nothing else read tells which",
                     field=mine, **where)
 
-    def _resolve(self, issuer, owner, addr, size, artifact, rec0, fld, kind=None):
+    def _resolve(self, issuer, owner, addr, size, artifact, rec0, fld, kind=None,
+                 defer_past=False):
+        """The (rank, region, offset) of each record's bytes; the first record whose address
+        is not one (of ``owner``'s, in a region of ``kind``) is raised.  With ``defer_past``
+        a first such record that only runs past its region's end is returned instead, with
+        its error, as ``(trank, reg, soff), (j, error)`` (else ``..., None``): its size may
+        be what is wrong, and the caller checks it first."""
         trank, reg, soff, err = self.layout.resolve_data(issuer, addr, size.astype(np.int64))
         routed = (np.asarray(addr, np.uint64) >> np.uint64(47)) != 0
         for j in range(addr.size):
@@ -853,9 +865,12 @@ class FifoDecoder:
                        f"{json_text(self.layout.region(int(reg[j])).name)}; the proxy sends "
                        "from the gateway buffer")
             if why:
-                raise SimulationError(why, rank=issuer, artifact=artifact, record=rec0 + j,
-                                      field=fld)
-        return trank, reg, soff
+                e = SimulationError(why, rank=issuer, artifact=artifact, record=rec0 + j,
+                                    field=fld)
+                if defer_past and not routed[j] and err[j] == E_PAST:
+                    return (trank, reg, soff), (j, e)
+                raise e
+        return ((trank, reg, soff), None) if defer_past else (trank, reg, soff)
 
 
 def _first_receive(f: ChannelFifo, entry: int, xfer: int = 0) -> int:
