@@ -350,6 +350,20 @@ def test_a_tpinc_repeat_is_named_at_its_record_not_the_groups_last(
         "legs before them (FORMATS §2.2: maximal runs, one encoding)")
 
 
+def test_a_tpinc_repeat_lowered_to_0_is_named_as_the_other_repeats(ar2_out, tmp_path):
+    """Record 2 above, the run (4, 2) x 1 (legs.bin record 4, recv_reduce_copy), its repeat
+    bit 0 flipped, 1 -> 0 (FORMATS §2.2: repeat is 1..65535): named with the value it should
+    have and why, as any other repeat (until 2026-12-07 `record 2: repeat 0`, no value, no
+    reason)."""
+    out = copy(ar2_out, tmp_path)
+    assert _flip(out, 0, "tpinc.bin", 8 * 2 + 4) == 1
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field repeat, rank 0, channel 0, artifact tpinc.bin, record 2: "
+        "repeat should be 1, not 0: legs.bin records 4..4 of entry 0 channel 0 have 4 M2S / "
+        "2 S2M BDs each, and the records before this one encode the legs before them "
+        "(FORMATS §2.2: maximal runs, one encoding)")
+
+
 # ---------------------------------------------------------------- legs.bin *_count
 # FORMATS §3: 64-byte records, sb2sb_count the u16 at 20, dma_first / dma_count the u32s at
 # 24 / 28, sem_first / sem_count at 40 / 44. ar2_out's rank 0 record 2 is the send of

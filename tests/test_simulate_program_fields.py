@@ -921,7 +921,8 @@ def test_a_tp_inc_record_of_repeat_0_is_refused(ring_out, tmp_path):
     p.write_bytes(data)
     _rank_manifest(out, 1, lambda m: m["files"]["tpinc.bin"].update(
         records=len(data) // TP, bytes=len(data), sha256=hashlib.sha256(data).hexdigest()))
-    _refused(out, "rank-0001", "tpinc.bin", "record 0", "repeat 0")
+    _refused(out, "rank-0001", "tpinc.bin", "record 0", "field repeat",
+             "repeat should be 1 to 65535, not 0")
 
 
 def test_a_tp_inc_file_whose_last_record_lacks_last_sync_is_refused(ring_out, tmp_path):

@@ -1525,7 +1525,12 @@ class RankDecoder:
         flags = T["flags"].astype(np.int64)
         rep = T["repeat"].astype(np.int64)
         self.check(flags & ~F.TPINC_LAST_SYNC != 0, "reserved flag bits set", art, "flags")
-        self.check(rep == 0, "repeat 0", art, "repeat")
+        if (rep == 0).any():
+            # named against the one encoding of the legs where the file has its number of
+            # records (until 2026-12-07 'repeat 0' only, the one repeat line without either)
+            self._blame_tpinc_record(T, m2s, s2m)
+            self.check(rep == 0, "repeat should be 1 to 65535, not 0: a record encodes that "
+                       "many consecutive legs (FORMATS §2.2)", art, "repeat")
         if T.size and not flags[-1] & 1:
             raise self.fail("the last record does not have last_sync", art, T.size - 1, "flags")
         gid = np.cumsum(np.append(0, flags[:-1] & 1)) if T.size else np.zeros(0, np.int64)
