@@ -687,3 +687,22 @@ def test_a_transmit_size_running_past_its_region_is_named_at_its_size(tmp_path):
         "direct_copy_send leg (legs.bin record "), err
     assert err.endswith(f"num_elements 96 x 2 = 192 bytes, as the paired receive entry (rank 1, "
                         f"net_dest.bin record {rec}) says"), err
+
+
+def test_a_channel_raised_on_a_programs_mark_end_is_named_at_its_record(ar2_out, tmp_path):
+    """ar2_out's rank 0 runs one channel program, legs.bin records 0..10 (entry 0, channel 0),
+    mark_end last (record 10, step 10: FORMATS §3, step the leg's position in its program).
+    Its channel bit 0 flipped (byte 6), 0 -> 1: the program left on channel 0 lacks mark_end
+    and record 10 alone makes one on channel 1 whose step runs on from record 9's. Its
+    channel is named (review 54l saw the step named on a mesh's, 'step should be 0, program
+    order's, not 14', before fixer 54m's 8c00cc4)."""
+    out = copy(ar2_out, tmp_path)
+    legs = np.fromfile(out / "rank-0000" / "legs.bin", F.LEG_DTYPE)
+    assert int(legs["leaf"][10]) == 15 and int(legs["step"][10]) == 10
+    assert _flip(out, 0, "legs.bin", 64 * 10 + 6) == 0
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field channel, rank 0, artifact legs.bin, record 10: channel "
+        "should be 0, not 1: record 10 alone makes a channel program (entry 0 channel 1) of "
+        "only mark_end, and its step 10 runs on from record 9's (entry 0 channel 0, step 9): "
+        "legs are ordered by (entry, channel), each channel program ends with mark_end "
+        "(FORMATS §3)")
