@@ -256,6 +256,11 @@ def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str,
                      hier_refusal=why)
         return prepare_trigger(plan, tp.trigger, sel)
     plan.memory = lay_out_memory_gated(model, topo, plan.triggers, replan)
+    if override is not None:  # (the idle clauses of what is lowered: after the window gate,
+        # which may have passed HIER over; review 54r: its leg clauses went unwarned)
+        final = {p.trigger.ordinal: p.selection for p in plan.triggers}
+        plan.notes = idle_clauses(override, [final.get(t.ordinal, s)
+                                             for t, s in zip(chosen, selections)], model.path)
     t2 = time.perf_counter()
     plan.timings = {"select": t1 - t0, "plan": t2 - t1}
     return plan

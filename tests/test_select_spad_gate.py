@@ -115,7 +115,7 @@ MIB = 1 << 20
 WINDOW = (32 << 30) - (4 << 30)  # SBUF_BASE - DRAM_BASE: the DRAM part of a core's window
 
 
-def window_spec() -> dict:
+def window_spec(fill_short: int = 7 * MIB) -> dict:
     """A 1 MiB bf16 all-reduce over 0, 1, 64, 65 after a DRAM var filling the window but
     7 MiB: the vars end 5 MiB short of it. RING needs 1 MiB of scratch (the received
     partials) and a 1 MiB gateway: fits. HIER, whose 512 KiB inter_allr leg is
@@ -124,7 +124,7 @@ def window_spec() -> dict:
     ar = {"all_reduce": {"dtype": "bf16", "op": "add", "src": "x", "dst": "y", "bytes": MIB}}
     return {"header": {"pkg_version": 2, "name": "window", "lnc_size": 2},
             "subgraphs": [{"name": "sg00",
-                           "vars": [{"name": "fill", "type": "input", "size": WINDOW - 7 * MIB},
+                           "vars": [{"name": "fill", "type": "input", "size": WINDOW - fill_short},
                                     {"name": "x", "type": "input", "size": MIB},
                                     {"name": "y", "type": "output", "size": MIB}],
                            "replica_groups": [GROUP],
@@ -165,3 +165,30 @@ def test_the_default_passes_hier_over_where_its_scratch_passes_the_core_window(
     t, = json.loads(res.output)["triggers"]
     assert t["lowered"]["algorithm"] == "RING"
     assert f"; HIER not taken: policy gate: lower refuses it: {why};" in t["policy"]["reason"]
+
+
+def test_a_leg_clause_the_window_gate_leaves_idle_is_warned_by_lower_as_by_explain(tmp_path):
+    """Review 54r: the window gate passes HIER over (above), so ``--algo inter_allr:ring``
+    governs no HIER leg of what is lowered: ``explain`` warned that it applies to nothing
+    (SELECTION.md: every command warns where no collective is lowered as HIER with that leg),
+    ``lower`` and ``schedule`` did not (their warnings came from the selections before the
+    gate).  Here the vars end 3 MiB short of the window: HIER passes it with its inter_allr
+    leg on RING too (the clause's), RING's 1 MiB of scratch and 1 MiB gateway fit."""
+    from nrtrewrite.neff.assembler import assemble_spec
+    model = tmp_path / "w.neff"
+    model.write_bytes(assemble_spec(window_spec(5 * MIB)))
+    said = ("--algo clause 'inter_allr:ring' applies to nothing in this model: no collective "
+            "is lowered as HIER with an inter_allr leg")
+    out = tmp_path / "o"
+    res = cli("lower", "-q", model, "--topology", TOPO, "--rank", 0, "--algo",
+              "inter_allr:ring", "-o", out)
+    assert res.exit_code == 0, res.output
+    assert algorithms(out) == ["RING"]
+    for args in (["lower", "-q", model, "--topology", TOPO, "--rank", 0, "--algo",
+                  "inter_allr:ring", "-o", tmp_path / "o2"],
+                 ["schedule", model, "--topology", TOPO, "--rank", 0, "--algo",
+                  "inter_allr:ring"],
+                 ["explain", model, "--topology", TOPO, "--algo", "inter_allr:ring"]):
+        res = cli(*args)
+        assert res.exit_code == 0, res.output
+        assert said in res.stderr, (args[0], res.stderr)
