@@ -58,7 +58,7 @@ from nrtrewrite.ahead import available as fork_available
 from nrtrewrite.lower import LoweringPlan, lower_rank, manifest_triggers, world_refusal
 from nrtrewrite.neff.container import written_tar_refusal
 from nrtrewrite.neff.instructions import LENGTH_DW, stream_words
-from nrtrewrite.neff.writer import rewrite_streams, sibling_stem
+from nrtrewrite.neff.writer import pid_alive, rewrite_streams, sibling_stem
 from nrtrewrite.topology.model import with_platform
 
 #: The non-pseudo word a trigger becomes (docs/FORMATS.md §9; its layout is F.KICK_DTYPE).
@@ -489,16 +489,6 @@ def _sibling(out: Path, kind: str) -> Path:
 STALE_AFTER_S = 60
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError, ValueError):
-        return True
-    return True
-
-
 def _try_lock(path: str | os.PathLike) -> tuple[int | None, str]:
     """Open the real folder ``path`` (never through a link) and try its exclusive ``flock``
     without waiting: ``(fd, "taken")``; ``(fd, "no locks")`` where the file system has none;
@@ -548,7 +538,7 @@ def _remove_if_stale(path: str, pid: int) -> bool:
     if fd is None:
         return False  # a live build's, or not a folder to remove
     try:
-        if _pid_alive(pid):
+        if pid_alive(pid):
             try:
                 old = time.time() - os.fstat(fd).st_mtime > STALE_AFTER_S
             except OSError:

@@ -146,8 +146,10 @@ STALE_AFTER_S = 60
 OLD_STALE_AFTER_S = 3600
 
 
-def _pid_alive(pid: int) -> bool:
-    """Whether a process ``pid`` runs here (another user's too); 0 is none of ours."""
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs here (another user's too); 0 and below are taken for
+    alive (never for a dead writer's).  The stale-temporary rules of this module and of
+    ``bundle`` (a killed run's folder) share it."""
     if pid <= 0:
         return True  # (never taken for a dead writer's)
     try:
@@ -191,7 +193,7 @@ def _remove_stale_temp(path: str, pid: int | None) -> bool:
         if pid is None:
             if age <= OLD_STALE_AFTER_S:
                 return False
-        elif pid == os.getpid() or (_pid_alive(pid)
+        elif pid == os.getpid() or (pid_alive(pid)
                                     and not (locks and age > STALE_AFTER_S)):
             return False
         now = os.lstat(path)
