@@ -543,8 +543,9 @@ def test_the_sbuf_fixtures_mesh_elem_start_flip_is_named(tmp_path):
 # ---------------------------------------------------------------- flat RING leaf vs step loop
 @pytest.mark.parametrize("op,want,first,hops", [
     # all-gather, 1024 elements a rank over 8: step 0 sends the rank's own block [0, 1024)
-    # (member 0 hops ahead), H0 [0, 512) then H1 [512, 1024): the second send is changed
-    ("all_gather", "send or direct_copy", (512, 1024), 0),
+    # (member 0 hops ahead), H0 [0, 512) then H1 [512, 1024): the second send is changed;
+    # of send and direct_copy (LOCAL) only send has the record's neigh NEXT (FORMATS §3)
+    ("all_gather", "send", (512, 1024), 0),
     # all-reduce of 1024 over 8 (chunks of 128, halves of 64): step 0 sends the chunk of the
     # member n - 1 = 7 hops ahead on channel 0's ring 0 -> 1 -> ... -> 7, [896, 1024): H0
     ("all_reduce", "send", (896, 960), 7),
@@ -567,6 +568,44 @@ def test_a_flat_ring_leaf_the_step_loop_does_not_call_is_named(tmp_path, op, wan
         f"of the chunk of the member {hops} hops ahead on the channel's ring of 8, which the "
         f"{verb}'s step loop moves at step 0 with {want} (seed 001 §4, docs/DESIGN.md "
         "\"Buffers and data flow\", FORMATS §3)")
+
+
+@pytest.mark.parametrize("first,xor,was,want,hops,step", [
+    # all-reduce of 1024 over 8 (chunks of 128, halves of 64) on channel 0's ring 0 -> 1 ->
+    # ... -> 7: the all-gather phase receives and sends on the chunk of the member 5 hops
+    # ahead, [640, 768), at step 2n - 1 - 5 = 10 (direct_recv_send, leaf 6); 6 ^ 7 = 1, send,
+    # a leaf of the first phase, whose step for that chunk would be n - 1 - 5 = 2
+    ((640, 704), 7, "send", "direct_recv_send", 5, 10),
+    # ... and the first phase's step 0 sends the chunk of the member 7 hops ahead, [896, 1024)
+    # (send, leaf 1); 1 ^ 7 = 6, direct_recv_send, whose step there would be 2n - 1 - 7 = 8
+    ((896, 960), 7, "direct_recv_send", "send", 7, 0),
+    # the rank's own chunk [0, 128) is reduced last, at step n - 1 = 7, by recv_reduce_copy
+    # then direct_copy_send (leaf 5; sdma_op 2, a copy, neigh NEXT, FORMATS §3): 5 ^ 4 = 1,
+    # send, is named with the one of the two whose sdma_op and neigh the record keeps
+    ((0, 64), 4, "send", "direct_copy_send", 0, 7),
+])
+def test_a_flat_ring_leaf_swapped_across_the_phases_is_named_with_the_step_loops_leaf(
+        tmp_path, first, xor, was, want, hops, step):
+    """Seed 001 §4's all-reduce step loop: over n ranks, step n - 1 - i moves the chunk of the
+    member i hops ahead in the reduce-scatter phase, step 2n - 1 - i in the all-gather phase.
+    A leaf swapped into the other phase with the same sdma_op and neigh keeps a ring_step that
+    is the step loop's for its chunk in its old phase, so the leaf is what disagrees (until
+    2026-12-07 the line named ring_step with the new leaf's step, 'ring_step should be 2 ...',
+    and a rank's own final chunk named both of its leaves, 'recv_reduce_copy or
+    direct_copy_send'; review 54p)."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 8, 1024), tmp_path / "o")
+    legs = np.fromfile(out / "rank-0000" / "legs.bin", F.LEG_DTYPE)
+    code = {"send": 1, "direct_copy_send": 5, "direct_recv_send": 6}  # FORMATS §3 leaf
+    rec = int(np.flatnonzero((legs["leaf"] == code[want])
+                             & (legs["elem_start"] == first[0]))[0])
+    assert legs["num_elements"][rec] == first[1] - first[0]
+    _flip(out, 0, "legs.bin", 64 * rec + 12, xor)
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field leaf, rank 0, channel 0, artifact legs.bin, record {rec}: "
+        f"leaf should be {want}, not {was}: elements [{first[0]}, {first[1]}) are of the chunk "
+        f"of the member {hops} hops ahead on the channel's ring of 8, which the all-reduce's "
+        f"step loop moves at step {step} with {want} (seed 001 §4, docs/DESIGN.md \"Buffers "
+        "and data flow\", FORMATS §3)")
 
 
 # ---------------------------------------------------------------- a receive entry's size

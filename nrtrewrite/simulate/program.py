@@ -990,6 +990,8 @@ class RankDecoder:
         g = np.zeros(L.size, np.int64)
         #: leg -> (the leaves its step loop calls there, hops, n) where its own is not one
         wrong_leaf: dict[int, tuple] = {}
+        alt_s = np.full(L.size, -1, np.int64)  # the other phase's step (an all-reduce's leg)
+        hop = np.full(L.size, -1, np.int64)  # ... and the hops ahead of its chunk's member
         if sel.size:
             # sel is in legs.bin order, so grouped by entry: one slice an entry
             cut = np.flatnonzero(np.diff(spi[sel])) + 1
@@ -1012,6 +1014,13 @@ class RankDecoder:
                 else:
                     s[m] = (n - i) % n
                 self._ring_leaf_wants(t, m, i, lf, wrong_leaf)
+                if t.op == "ALLREDUCE" and n > 1:
+                    # the step the other phase gives the chunk: a leaf swapped across the
+                    # phases (direct_recv_send <-> send) keeps the record's step there
+                    alt_s[m] = np.where(np.isin(lf, _ALL_GATHER_PHASE), n - 1 - i,
+                                        2 * n - 1 - i)
+                    alt_s[m] = np.where((i >= 0) & (lf != DIRECT_COPY), alt_s[m], -1)
+                    hop[m] = i
                 # set below, once the channel's steps per group are known
                 want[m] = np.where(i >= 0, -2, -1)
                 s[m] = np.where(i >= 0, s[m], 0)
@@ -1021,6 +1030,18 @@ class RankDecoder:
             m = want == -2
             want[m] = s[m] + g[m] * spg[gid[m]]
         bad = _first((want >= 0) & (got != want))
+        if bad is not None and alt_s[bad] >= 0 and \
+                got[bad] == alt_s[bad] + want[bad] - s[bad]:
+            # the record's step is the other phase's for its chunk: the leaf is what disagrees
+            # with the step loop there (seed 001 §4), named with the leaf it calls
+            # (one with the record's sdma_op and neigh: else the step is what moved)
+            t = self.entry_trigger[int(spi[bad])]
+            phase2 = int(leaf[bad]) not in _ALL_GATHER_PHASE
+            wants = self._step_loop_leaves(t, int(hop[bad]), phase2, int(bad), alike=True)
+            if wants:
+                s[bad] = alt_s[bad]
+                wrong_leaf = {int(bad): (wants, int(hop[bad]), len(t.group))}
+                bad = None
         if bad is None:
             if wrong_leaf:
                 # the step agrees with the leaf's phase and the chunk its elements name: the
@@ -1066,26 +1087,45 @@ class RankDecoder:
         receives the others as that phase does.  A group of one copies (``direct_copy``).
         Legs whose leaf is not among them go into ``wrong`` (leg: (leaves, i, n))."""
         n = len(t.group)
-        L = Leaf
-        final = ((int(L.recv_reduce_copy_send),) if self.layout.host_cc else
-                 (int(L.recv_reduce_copy), int(L.direct_copy_send)))
         for k, hops, leaf in zip(m.tolist(), i.tolist(), lf.tolist()):
             if hops < 0:
                 continue
-            if n == 1:
-                wants = (DIRECT_COPY,)
-            elif t.op == "ALLGATHER" or (t.op == "ALLREDUCE" and leaf in _ALL_GATHER_PHASE
-                                         and hops > 0):
-                wants = ((int(L.send), DIRECT_COPY) if hops == 0 and t.op == "ALLGATHER" else
-                         (DIRECT_RECV,) if hops == 1 else (int(L.direct_recv_send),))
-            elif hops == n - 1:
-                wants = (int(L.send),)
-            elif hops > 0:
-                wants = (int(L.recv_reduce_send),)
-            else:
-                wants = final if t.op == "ALLREDUCE" else (int(L.recv_reduce_copy),)
+            phase2 = t.op == "ALLREDUCE" and leaf in _ALL_GATHER_PHASE and hops > 0
+            wants = self._step_loop_leaves(t, hops, phase2, k)
             if leaf not in wants:
                 wrong[k] = (wants, hops, n)
+
+    def _step_loop_leaves(self, t: TriggerSpec, hops: int, phase2: bool, k: int,
+                          alike: bool = False) -> tuple:
+        """The leaves :meth:`_ring_leaf_wants` says the step loop of ``t`` calls on the chunk
+        of the member ``hops`` ahead (``phase2``: in an all-reduce's all-gather phase); where
+        two are called (the rank's own chunk: ``recv_reduce_copy`` then ``direct_copy_send``;
+        an all-gather's own block: ``send`` or ``direct_copy``), those whose ``sdma_op`` and
+        ``neigh`` are record ``k``'s (both checked against its leaf before) when any is
+        (``alike``: only those, none if none is)."""
+        n = len(t.group)
+        L = Leaf
+        if n == 1:
+            wants = (DIRECT_COPY,)
+        elif t.op == "ALLGATHER" or phase2:
+            wants = ((int(L.send), DIRECT_COPY) if hops == 0 and t.op == "ALLGATHER" else
+                     (DIRECT_RECV,) if hops == 1 else (int(L.direct_recv_send),))
+        elif hops == n - 1:
+            wants = (int(L.send),)
+        elif hops > 0:
+            wants = (int(L.recv_reduce_send),)
+        elif t.op != "ALLREDUCE":
+            wants = (int(L.recv_reduce_copy),)
+        else:
+            wants = ((int(L.recv_reduce_copy_send),) if self.layout.host_cc else
+                     (int(L.recv_reduce_copy), int(L.direct_copy_send)))
+        rec = self.a["legs.bin"][k]
+        same = tuple(x for x in wants
+                     if (SDMA_CCE if x in REDUCE_LEAVES else SDMA_CME if x in COPY_LEAVES
+                         else SDMA_NONE) == int(rec["sdma_op"])
+                     and (NEIGH_NEXT if x in SENDING else NEIGH_PREV if x == 7
+                          else NEIGH_LOCAL) == int(rec["neigh"]))
+        return same if alike else same or wants
 
     # ------------------------------------------------------------------ data BDs
     def decode_bds(self) -> None:
