@@ -540,6 +540,31 @@ def test_the_sbuf_fixtures_mesh_elem_start_flip_is_named(tmp_path):
     assert err.endswith("of element 4096 of the op's SBUF operand, not of 4100"), err
 
 
+def test_a_flat_ring_sbuf_legs_elem_start_is_named_before_its_half(tmp_path):
+    """A bf16 RING all-reduce over ranks 0..3, src an SBUF access pattern of 2 partitions x
+    4 x 16 elements (i0 stride 2, i1 stride 64: element e at partition e // 64, byte
+    2 (2 (e % 16) + 64 ((e // 16) % 4))), 128 elements: chunks of 32, halves of 16 (FORMATS
+    §3). A rank 0 leg of elements [64, 80), chunk 2's half 0, has elem_start's bit 4 flipped,
+    64 -> 80: its SBUF piece's 0xBF word and BD still put its first element at element 64's
+    place (partition 1, byte 0), so elem_start is named with 64 (until 2026-12-07 the line
+    named the half the moved elem_start reads, 'half should be 1, not 0'; review 54p)."""
+    from test_sbuf_overlap import ap, sbuf_spec
+    spec = sbuf_spec("all_reduce", ap(parts=2, dims=((2, 16), (64, 4))),
+                     ap(var="u", start=6, parts=[1, 2], dims=((3, 16), (100, 4))))
+    out = lower_spec(spec, tmp_path / "o", algo="ring")
+    legs = np.fromfile(out / "rank-0000" / "legs.bin", F.LEG_DTYPE)
+    hits = np.flatnonzero((legs["elem_start"] == 64) & (legs["sb2sb_count"] > 0)
+                          & (legs["num_elements"] == 16) & (legs["half"] == 0))
+    assert hits.size, legs[["leaf", "elem_start", "half", "sb2sb_count"]]
+    rec = int(hits[0])
+    _flip(out, 0, "legs.bin", 64 * rec + 48, 16)
+    err = _error(out)
+    assert err.startswith(f"{out / 'rank-0000'}: field elem_start, rank 0, channel 0, artifact "
+                          f"legs.bin, record {rec}: elem_start should be 64, not 80: the leg's "
+                          "piece at sb2sb.bin record "), err
+    assert err.endswith("both put its first element at 64, not 80"), err
+
+
 # ---------------------------------------------------------------- flat RING leaf vs step loop
 @pytest.mark.parametrize("op,want,first,hops", [
     # all-gather, 1024 elements a rank over 8: step 0 sends the rank's own block [0, 1024)

@@ -301,6 +301,9 @@ class RankDecoder:
         self.rank = rf.rank
         self.a = rf.arrays
         self.late_error: SimulationError | None = None  # see RankProgram.late_error
+        #: a flat RING leg's half or ring_step error on an SBUF operand, raised after
+        #: check_sb2sb has held its pieces to elem_start
+        self.ring_leg_error: SimulationError | None = None
 
     def fail(self, why: str, artifact: str, record: int | None = None, field_: str | None = None,
              **kw) -> SimulationError:
@@ -353,6 +356,8 @@ class RankDecoder:
         self.check_targets()
         self.check_tpinc()
         self.check_sb2sb()
+        if self.ring_leg_error is not None:
+            raise self.ring_leg_error
         self.check_composed_steps()
         try:  # (raised by the run's loader after the ring pairing: check_single_cycle_legs)
             self.check_single_cycle_legs()
@@ -669,20 +674,18 @@ class RankDecoder:
                          for e in range(ne)], bool) & self.ring_entry if ne else np.zeros(0, bool)
         sel = np.flatnonzero(np.isin(leaf, list(RING_LEAVES)) & flat[spi]) if n else \
             np.zeros(0, np.int64)
-        if sel.size:
-            want_half = np.full(n, -2, np.int64)
-            for e in np.unique(spi[sel]):
-                m = sel[spi[sel] == e]
-                want_half[m] = self.entry_trigger[int(e)].half_of(
-                    L["elem_start"][m].astype(np.int64), L["num_elements"][m].astype(np.int64))
-            self.check((want_half >= -1) & (half != want_half), lambda i: (
-                f"half should be {want_half[i]}, not {half[i]}: elements "
-                f"[{L['elem_start'][i]}, {L['elem_start'][i] + L['num_elements'][i]}) are half "
-                f"{want_half[i]} of their chunk" if want_half[i] >= 0 else
-                f"the elements [{L['elem_start'][i]}, "
-                f"{L['elem_start'][i] + L['num_elements'][i]}) of a half {half[i]} leg are not "
-                "inside one half-chunk of the trigger's chunk layout"), art, "half")
-        self._check_ring_steps(L, sel, gfirst, gid)
+        try:
+            self._check_ring_halves(L, sel, half, spi, n, art)
+            self._check_ring_steps(L, sel, gfirst, gid)
+        except SimulationError as exc:
+            # a flat RING leg on an SBUF operand whose pieces' words and BDs agree on a place
+            # that is not its elem_start's is named there first (check_sb2sb): the half and
+            # step read a moved elem_start's chunk (docs/SIMULATOR.md §2)
+            rec = exc.where.record
+            if rec is None or not any(fp is not None for fp in self._sbuf_footprints(
+                    self.entry_trigger[int(spi[rec])])):
+                raise
+            self.ring_leg_error = exc
         # record ranges must tile their files exactly, in leg order
         for first, count, fname in (("dma_first", "dma_count", "dma.bin"),
                                     ("cce_first", "cce_count", "cce.bin"),
@@ -707,6 +710,24 @@ class RankDecoder:
         self.spi, self.ch, self.leaf, self.sdma = spi, ch, leaf, sdma
         self.group_first, self.group_of = gfirst, gid
         self.n_legs = n
+
+    def _check_ring_halves(self, L: np.ndarray, sel: np.ndarray, half: np.ndarray,
+                           spi: np.ndarray, n: int, art: str) -> None:
+        """The half of a flat RING entry's leg (``sel``) is the half-chunk its elements sit in
+        (the chunk layout of the trigger manifest's `chunk`, TriggerSpec.half_of)."""
+        if sel.size:
+            want_half = np.full(n, -2, np.int64)
+            for e in np.unique(spi[sel]):
+                m = sel[spi[sel] == e]
+                want_half[m] = self.entry_trigger[int(e)].half_of(
+                    L["elem_start"][m].astype(np.int64), L["num_elements"][m].astype(np.int64))
+            self.check((want_half >= -1) & (half != want_half), lambda i: (
+                f"half should be {want_half[i]}, not {half[i]}: elements "
+                f"[{L['elem_start'][i]}, {L['elem_start'][i] + L['num_elements'][i]}) are half "
+                f"{want_half[i]} of their chunk" if want_half[i] >= 0 else
+                f"the elements [{L['elem_start'][i]}, "
+                f"{L['elem_start'][i] + L['num_elements'][i]}) of a half {half[i]} leg are not "
+                "inside one half-chunk of the trigger's chunk layout"), art, "half")
 
     def _check_host_cc(self, leaf: np.ndarray, spi: np.ndarray, art: str) -> None:
         """The all-reduce's final reduce step is the one ``options.host_cc`` says ``lower``
