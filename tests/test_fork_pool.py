@@ -165,9 +165,9 @@ def _lower_mix8_refused(tmp_path) -> list[str]:
     return res.stderr.splitlines()
 
 
-def test_lower_with_a_worker_killed_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
-    """``lower -j 2`` of mix8 with rank 3's worker killed by SIGKILL: one line naming the
-    model and the rank, exit 2, no output and no temporary folder (before: a hang)."""
+def _kill_rank_3s_worker(monkeypatch) -> None:
+    """The worker that lowers rank 3 kills itself (SIGKILL) as it emits, as the kernel's
+    out-of-memory killer would."""
     real = lower_mod._emit_batch
 
     def emit(builder, plan, batch, r, *a, **kw):
@@ -175,6 +175,12 @@ def test_lower_with_a_worker_killed_is_one_line_and_leaves_nothing(tmp_path, mon
             os.kill(os.getpid(), signal.SIGKILL)
         return real(builder, plan, batch, r, *a, **kw)
     monkeypatch.setattr(lower_mod, "_emit_batch", emit)
+
+
+def test_lower_with_a_worker_killed_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+    """``lower -j 2`` of mix8 with rank 3's worker killed by SIGKILL: one line naming the
+    model and the rank, exit 2, no output and no temporary folder (before: a hang)."""
+    _kill_rank_3s_worker(monkeypatch)
     assert _lower_mix8_refused(tmp_path) == [
         f"nrtrewrite: error: {FIX / 'mix8.neff'}: rank 3: the worker process lowering this "
         "rank died (killed by SIGKILL, as the kernel's out-of-memory killer does); nothing "
@@ -705,13 +711,7 @@ def test_simulate_with_a_worker_killed_advises_what_simulate_has(tmp_path, monke
     option.  Its advice names what it can do (CLI.md "simulate")."""
     import nrtrewrite.cli.simulate as simulate_mod
 
-    real = lower_mod._emit_batch
-
-    def emit(builder, plan, batch, r, *a, **kw):
-        if r == 3:
-            os.kill(os.getpid(), signal.SIGKILL)
-        return real(builder, plan, batch, r, *a, **kw)
-    monkeypatch.setattr(lower_mod, "_emit_batch", emit)
+    _kill_rank_3s_worker(monkeypatch)
     monkeypatch.setattr(simulate_mod, "usable_cores", lambda: 2)  # a pool of 2 workers
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))  # (gettempdir gives it)
     res = CliRunner().invoke(main, ["simulate", str(FIX / "mix8.neff")], prog_name="nrtrewrite")
