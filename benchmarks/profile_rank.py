@@ -186,6 +186,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--functions", default=EMITTER_STAGES,
                     help="lines: the functions to time line by line (module:function,...)")
     args = ap.parse_args(argv)
+    if args.top < 1:  # (-3 printed nothing at all; review 54o)
+        ap.error(f"argument --top: {args.top}: at least 1 function is shown")
 
     from nrtrewrite.errors import NrtRewriteError
 

@@ -820,9 +820,9 @@ def _worker_word(kind: str, what: str, word: str):
         value = float(word) if what == "float" else int(word)
     except ValueError:
         fail(f"--worker {kind}: {word!r}: not {'a number' if what == 'float' else 'an integer'}")
-    if (what == "count" and value < 1) or (what == "float" and not value > 0):
+    if (what == "count" and value < 1) or (what == "float" and not 0 < value < math.inf):
         fail(f"--worker {kind}: {word!r}: at least 1" if what == "count" else
-             f"--worker {kind}: {word!r}: a number of seconds above 0")
+             f"--worker {kind}: {word!r}: a finite number of seconds above 0")
     return value
 
 

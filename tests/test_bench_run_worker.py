@@ -32,7 +32,10 @@ def worker(*args: str) -> subprocess.CompletedProcess:
     (["cli", AR2, "zero"], "--worker cli: 'zero': not an integer"),
     (["rank", AR2, "0", "0", "wr"], "--worker rank: 'wr': write or nowrite"),
     (["all", AR2, "0"], "--worker all: '0': at least 1"),
-    (["treemem", "1", "0"], "--worker treemem: '0': a number of seconds above 0"),
+    (["treemem", "1", "0"], "--worker treemem: '0': a finite number of seconds above 0"),
+    # review 54o: inf passed, then an OverflowError traceback
+    (["treemem", "1", "inf"], "--worker treemem: 'inf': a finite number of seconds above 0"),
+    (["treemem", "1", "nan"], "--worker treemem: 'nan': a finite number of seconds above 0"),
     # as profile_rank.py and lower --rank refuse it: a rank outside the world lowered to
     # nothing, measured with exit 0
     (["rank", AR2, "99", "0", "write"], "rank 99 is not in ar2.neff's world (ranks 0..1)"),

@@ -112,3 +112,12 @@ def test_the_writer_thread_is_profiled_and_measured():
     main, _, thread = rest.partition("\n--- thread nrtrewrite-sink, by tottime ---\n")
     assert "(_timed_update)" in thread and "'update' of '_hashlib.HASH' objects" in thread
     assert "(lower_rank)" in main and "(lower_rank)" not in thread
+
+
+@pytest.mark.parametrize("top", ["0", "-3"])
+def test_top_below_one_is_a_usage_error(top):
+    """Review 54o: ``--top -3`` was accepted (and showed no function)."""
+    res = run(str(ROOT / "fixtures" / "ar2.neff"), "--top", top)
+    assert (res.returncode, res.stdout) == (2, "")
+    assert res.stderr.splitlines()[-1] == (f"profile_rank.py: error: argument --top: {top}: at "
+                                           "least 1 function is shown")
