@@ -11,7 +11,6 @@ import fcntl
 import os
 import shutil
 import signal
-import stat
 import sys
 from pathlib import Path
 
@@ -133,13 +132,13 @@ def replace_together(files: list[tuple[Path, bytes]]) -> None:
     whole before any is renamed over its path, in the order given (the last, the one that
     marks the set as complete): an error or stop while writing leaves every path as it was,
     and whatever stops it removes the temporary files that are left; those a killed run left
-    are removed first (:func:`remove_stale_temps`).  A file replaced keeps its permission
-    bits (a ``last-run.json`` kept 0600 stays so); a new one, or one replacing a symbolic
+    are removed first (``temp_sibling`` runs ``nrtrewrite.neff.writer.remove_stale_temps``).
+    A file replaced keeps its permission bits (``nrtrewrite.neff.writer.mode_for``) (a ``last-run.json`` kept 0600 stays so); a new one, or one replacing a symbolic
     link, gets the umask's.  A link at a path is replaced as a link, its target never
     written, as ``assemble -o`` replaces one (until 2026-12-07 every file got the umask's
     mode, and a killed run's temporary files stayed for good)."""
-    from nrtrewrite.neff.writer import temp_sibling  # (run.py's alone: bench_read's process
-    # imports no nrtrewrite)
+    from nrtrewrite.neff.writer import mode_for, temp_sibling  # (run.py's alone: bench_read's
+    # process imports no nrtrewrite)
 
     temps: list[str] = []
     held: list[int] = []
@@ -152,7 +151,7 @@ def replace_together(files: list[tuple[Path, bytes]]) -> None:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.chmod(tmp, _kept_mode(path))
+            os.chmod(tmp, mode_for(str(path)))
         for (path, _), tmp in zip(files, list(temps)):
             os.replace(tmp, path)
             temps.remove(tmp)
@@ -164,36 +163,6 @@ def replace_together(files: list[tuple[Path, bytes]]) -> None:
                 pass
         for fd in held:
             os.close(fd)
-
-
-def _kept_mode(path: Path) -> int:
-    """The mode the file replacing ``path`` gets: a regular file's own permission bits, else
-    (nothing there, a link, anything else) the umask's."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        st = None
-    if st is not None and stat.S_ISREG(st.st_mode):
-        return stat.S_IMODE(st.st_mode)
-    return 0o666 & ~_umask()
-
-
-def remove_stale_temps(path: Path) -> list[Path]:
-    """Remove the temporary siblings of ``path`` that :func:`replace_together` runs left
-    which are gone (``.NAME.PID-XXXXXXXX.tmp``, no process ``PID``, or its lock free and a
-    minute unchanged; a live run's are kept) and those of the shape before 2026-12-07
-    (``.NAME.XXXXXXXX.tmp``, an hour unchanged: until 2026-12-07 they stayed), this user's
-    regular files only, as ``assemble -o`` removes its own
-    (``nrtrewrite.neff.writer.remove_stale_temps``); returns them."""
-    from nrtrewrite.neff.writer import remove_stale_temps as remove
-
-    return [Path(p) for p in remove(path)]
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 class _Stops:

@@ -58,7 +58,9 @@ from nrtrewrite.ahead import available as fork_available
 from nrtrewrite.lower import LoweringPlan, lower_rank, manifest_triggers, world_refusal
 from nrtrewrite.neff.container import written_tar_refusal
 from nrtrewrite.neff.instructions import LENGTH_DW, stream_words
-from nrtrewrite.neff.writer import pid_alive, rewrite_streams, sibling_stem
+from nrtrewrite.neff.writer import (  # (STALE_AFTER_S: the age after which an unlocked
+    # temporary file or folder is taken for a killed run's whatever its PID says)
+    STALE_AFTER_S, pid_alive, rewrite_streams, sibling_stem)
 from nrtrewrite.topology.model import with_platform
 
 #: The non-pseudo word a trigger becomes (docs/FORMATS.md §9; its layout is F.KICK_DTYPE).
@@ -484,9 +486,6 @@ def _sibling(out: Path, kind: str) -> Path:
                          f"{secrets.token_hex(4)}")
 
 
-#: Seconds an unlocked temporary folder must be old before it is taken for a killed run's
-#: whatever its PID says (a build locks its folder a moment after it makes it).
-STALE_AFTER_S = 60
 
 
 def _try_lock(path: str | os.PathLike) -> tuple[int | None, str]:

@@ -45,7 +45,7 @@ from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Model, Trigger
 from nrtrewrite.select import (
     Request, Selection, bd_uncounted, bds_text, sbuf_runs_text, idle_clauses,
-    hier_forced, parse_algo_override, ranks_text, select, select_all,
+    forced_engine, hier_forced, parse_algo_override, ranks_text, select, select_all,
 )
 from nrtrewrite.serialize import serialize_spad, serialize_tpinc
 from nrtrewrite.topology.model import Topology, load_topology
@@ -238,7 +238,7 @@ def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str,
     t1 = time.perf_counter()
     plan = LoweringPlan(model=model, topology=topo, options=options, triggers=[], memory=None,
                         input_sha256=input_sha256, input_bytes=input_bytes,
-                        notes=idle_clauses(override, selections, model.path), only=only,
+                        notes=[], only=only,
                         algo_source=override.source if override is not None else "--algo")
     for trig, sel in zip(chosen, selections):
         if only is None or trig.ordinal in only:
@@ -256,11 +256,11 @@ def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str,
                      hier_refusal=why)
         return prepare_trigger(plan, tp.trigger, sel)
     plan.memory = lay_out_memory_gated(model, topo, plan.triggers, replan)
-    if override is not None:  # (the idle clauses of what is lowered: after the window gate,
-        # which may have passed HIER over; review 54r: its leg clauses went unwarned)
-        final = {p.trigger.ordinal: p.selection for p in plan.triggers}
-        plan.notes = idle_clauses(override, [final.get(t.ordinal, s)
-                                             for t, s in zip(chosen, selections)], model.path)
+    # the idle clauses of what is lowered: after the window gate, which may have passed HIER
+    # over (review 54r: its leg clauses went unwarned)
+    final = {p.trigger.ordinal: p.selection for p in plan.triggers}
+    plan.notes = idle_clauses(override, [final.get(t.ordinal, s)
+                                         for t, s in zip(chosen, selections)], model.path)
     t2 = time.perf_counter()
     plan.timings = {"select": t1 - t0, "plan": t2 - t1}
     return plan
@@ -578,9 +578,7 @@ def tpinc_refusal(why: str, trigger: Trigger, selection: Selection,
     req = Request.from_trigger(trigger)
     alg = selection.alg.name
     override = selection.override  # its text, parsed when the plan was made
-    parsed = parse_algo_override(override) if override is not None else None
-    clause = parsed.for_op(trigger.op) if parsed is not None else None
-    forced = clause is not None and clause.forced == selection.alg
+    forced = forced_engine(selection, trigger.op, selection.alg)
     if req.src_run is None and req.dst_run is None:
         # (until 2026-12-07 no suffix: the SBUF refusal named the override, this did not)
         return f"{why}; {algo_source} {override!r} forced {alg} ({bds_text(req)})" if forced \

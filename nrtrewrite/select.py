@@ -559,9 +559,7 @@ def bd_uncounted(trigger: Trigger, sel: "Selection", topo: Topology) -> bool:
     composed entries (``schedule``)."""
     if sel.alg == EncAlgType.INVALID:
         return False
-    parsed = parse_algo_override(sel.override) if sel.override is not None else None
-    clause = parsed.for_op(trigger.op) if parsed is not None else None
-    forced = clause is not None and clause.forced == sel.policy_alg
+    forced = forced_engine(sel, trigger.op, sel.policy_alg)
     if not forced and sel.alg == sel.policy_alg:
         return False  # (the gate counted it: the default selection took it, it fits)
     return not _not_counted(trigger, as_request(trigger), sel.alg, topo)
@@ -2041,14 +2039,20 @@ def spad_pass_over(triggers: Iterable[Trigger],
     return out
 
 
+def forced_engine(sel: "Selection", op: EncOpType, alg: EncAlgType) -> bool:
+    """Whether the override ``sel`` was made under (its text, parsed here) forces ``alg`` for
+    ``op`` (``--algo ring``, ``allreduce:ring``)."""
+    if sel.override is None:
+        return False
+    clause = parse_algo_override(sel.override).for_op(op)
+    return clause is not None and clause.forced == alg
+
+
 def hier_forced(sel: "Selection") -> bool:
     """Whether the override of ``sel`` forces HIER for its op (``--algo hier``): a gate that
     passes HIER over for a model-wide limit (:func:`spad_pass_over`, ``lower``'s memory
     layout) leaves it, and ``lower`` refuses it."""
-    if sel.override is None:
-        return False
-    clause = parse_algo_override(sel.override).for_op(sel.op)
-    return clause is not None and clause.forced == EncAlgType.HIER
+    return forced_engine(sel, sel.op, EncAlgType.HIER)
 
 
 def select_all(model: Model, topo: Topology, override: AlgoOverride | None = None,

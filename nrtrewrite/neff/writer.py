@@ -89,7 +89,7 @@ def _replaceable(path: str) -> None:
                           "or socket); refusing to replace it", Where(file=path))
 
 
-def _mode_for(path: str) -> int:
+def mode_for(path: str) -> int:
     """The permission bits the written file gets: those of the regular file it replaces (a
     model kept 0640 stays 0640), else what ``open`` would give a new file (0666 less the
     umask; ``mkstemp`` makes 0600)."""
@@ -137,7 +137,8 @@ _OLD_TEMP_TAIL = re.compile(r"[a-z0-9_]{8}\.tmp", re.ASCII)
 
 #: Seconds a temporary file must be unchanged before it is taken for a killed writer's where
 #: its name's PID is a live process (a writer killed in another PID namespace, its lock
-#: free: a live writer holds it from a moment after ``mkstemp``): ``bundle.STALE_AFTER_S``.
+#: free: a live writer holds it from a moment after ``mkstemp``); ``bundle``'s rule for a
+#: killed run's temporary folder takes the same.
 STALE_AFTER_S = 60
 
 #: The same for a file of the shape from before 2026-12-07, which names no PID and whose
@@ -293,7 +294,7 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes, *,
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-            os.chmod(tmp, _mode_for(path))
+            os.chmod(tmp, mode_for(path))
             with placing():
                 os.replace(tmp, path)
                 tmp = None

@@ -1869,18 +1869,19 @@ class RankDecoder:
         moved is ``elem_start``: named, with the element that place holds when there is one
         (FORMATS §3, docs/SIMULATOR.md §2)."""
         L = self.a["legs.bin"]
+        ent_trig = np.array([t.ordinal for t in self.entry_trigger], np.int64)
         for d, part, reg, trank, sb, soff in sb_parts:
             idx = np.nonzero(sb)[0]
             if not idx.size:
                 continue
             ok = np.zeros(idx.size, bool)
-            trig = np.array([self.entry_trigger[int(e)].ordinal for e in self.spi[leg[idx]]],
-                            np.int64)
+            trig = ent_trig[self.spi[leg[idx]]]
             for o in np.unique(trig):
                 m = np.nonzero(trig == o)[0]
                 t = self.triggers[int(o)]
                 gpos = {r: i for i, r in enumerate(t.group)}
-                pos = np.array([gpos.get(int(x), 0) for x in trank[idx[m]]], np.int64)
+                ranks, at = np.unique(trank[idx[m]], return_inverse=True)  # (a few ranks)
+                pos = np.array([gpos.get(int(x), 0) for x in ranks], np.int64)[at]
                 for which, fp in zip(("src", "dst"), self._sbuf_footprints(t)):
                     if fp is None:
                         continue
