@@ -31,16 +31,87 @@ STAGES = ("parse", "select", "plan", "compose", "compose_wait", "compose_here", 
 LINEAR = (0.85, 1.15)
 
 
+#: The other targets' edges (run.py judges with these): the whole command at >= 10 % of the
+#: copy bound, >= x100 the compiled construct path; "every core busy" is :func:`busy_needed`.
+COPY_BOUND_SHARE = 0.10
+CONSTRUCT_TIMES = 100
+
+
+def agreeing_text(x: float, digits: int, agrees) -> str:
+    """``x`` as shown beside a verdict: ``digits`` decimals, or as many more as it takes for
+    ``agrees(shown)``, the verdict worked out on the value shown, to be the verdict on ``x``
+    (a figure rounded onto its target's edge read as a tie beside "does not hold")."""
+    for d in range(digits, 17):
+        text = f"{x:.{d}f}"
+        if agrees(float(text)):
+            return text
+    return repr(x)
+
+
 def exponent_text(e: float) -> str:
     """A scaling exponent as shown beside its verdict: 3 decimals, or as many more as it
     takes for the shown value to fall on the same side of :data:`LINEAR`'s ends as ``e``
     (until 2026-12-07 always 3: 0.8495 showed as 0.850 beside "does not hold")."""
     holds = LINEAR[0] <= e <= LINEAR[1]
-    for digits in range(3, 17):
-        text = f"{e:.{digits}f}"
-        if (LINEAR[0] <= float(text) <= LINEAR[1]) == holds:
-            return text
-    return repr(e)
+    return agreeing_text(e, 3, lambda s: (LINEAR[0] <= s <= LINEAR[1]) == holds)
+
+
+def copy_share_text(ratio: float) -> str:
+    """A ratio to the copy bound in %, judged against :data:`COPY_BOUND_SHARE`: 1 decimal,
+    or more at the edge (until 2026-12-07 always 1: 0.0999 showed as 10.0 % beside "does
+    not hold")."""
+    holds = ratio >= COPY_BOUND_SHARE
+    return agreeing_text(100 * ratio, 1, lambda s: (s >= 100 * COPY_BOUND_SHARE) == holds)
+
+
+def construct_text(ratio: float) -> str:
+    """The ratio to the construct path, judged against :data:`CONSTRUCT_TIMES`: no
+    decimals, or more at the edge (x99.9 showed as x100 beside "does not hold")."""
+    holds = ratio >= CONSTRUCT_TIMES
+    return agreeing_text(ratio, 0, lambda s: (s >= CONSTRUCT_TIMES) == holds)
+
+
+def at_most_texts(x: float, limit: float) -> tuple[str, str]:
+    """``x`` and ``limit`` (MB) as shown in "X MB <= LIMIT MB", judged ``x <= limit``: no
+    decimals, or as many more, the same for both, as it takes for the shown pair to compare
+    as the values do (until 2026-12-07 none: 1300.5 MB showed "1300 MB <= 1300 MB" beside
+    "does not hold")."""
+    holds = x <= limit
+    for d in range(17):
+        a, b = f"{x:.{d}f}", f"{limit:.{d}f}"
+        if (float(a) <= float(b)) == holds:
+            return a, b
+    return repr(x), repr(limit)
+
+
+def busy_needed(cores: int) -> float:
+    """The cores "every core busy" needs, CPU over wall: 0.8 x ``cores`` as the decimal reads
+    (``8 * cores / 10``: ``0.8 * 3`` is 2.4000000000000004, which turned 2.40 cores of 3 down
+    until 2026-12-07)."""
+    return 8 * cores / 10
+
+
+def busy_text(busy: float, cores: int) -> str:
+    """``B of N cores (at least T)``, "every core busy"'s figure and the threshold it is
+    judged against (:func:`busy_needed`): 2 decimals, or more at the edge (until 2026-12-07
+    the threshold was not shown, and 1.599 showed as 1.60 of 2 cores beside "does not
+    hold")."""
+    need = busy_needed(cores)
+    holds = busy >= need
+    shown = agreeing_text(busy, 2, lambda s: (s >= need) == holds)
+    return f"{shown} of {cores} cores (at least {need:.2f})"
+
+
+#: "every core busy" with the rule it is judged by (in the target's name since 2026-12-07;
+#: an older result's name gets it when rendered: the rule was the same then).
+BUSY_RULE = "every core busy (CPU over wall >= 0.8 x the cores)"
+
+
+def target_name(name: str) -> str:
+    """A target's name as rendered: an older result's "every core busy" with its rule."""
+    if "every core busy" in name and BUSY_RULE not in name:
+        return name.replace("every core busy", BUSY_RULE, 1)
+    return name
 
 
 def _mb(x: float) -> str:
@@ -65,16 +136,17 @@ def ranges(xs: list[int]) -> str:
     return ", ".join(out)
 
 
-def _rank_table(large: list[dict], cli: list[dict] | None) -> list[str]:
+def _rank_table(large: list[dict], cli: list[dict] | None, old: bool = False) -> list[str]:
     """``cli``: the whole command's runs (None in a result from before 2026-12-02, whose
-    rows are then left out)."""
+    rows are then left out); ``old``: a result from before 2026-12-07, whose judged figures
+    (bold) are shown as its targets hold them."""
     cols = [f"`{r['model'].removesuffix('.neff')}` `--rank {r['rank']}`" for r in large]
     rows = [
         ("records, artifact bytes", [f"{r['records'] / 1e6:.1f} M, {_mb(r['bytes'])}"
                                      for r in large]),
     ]
     if cli:
-        rows += _cli_rows(cli)
+        rows += _cli_rows(cli, old)
     rows += [
         ("the lowering alone (compose, emit, serialize; files written), median of the runs",
          [f"{r['lower_s']:.2f} s (" + ", ".join(f"{x:.2f}" for x in r.get(
@@ -95,7 +167,8 @@ def _rank_table(large: list[dict], cli: list[dict] | None) -> list[str]:
         ("construct path per record, compiled structs (uncompiled), against the lowering alone",
          [f"{r['construct_compiled_s_per_record'] * 1e6:.2f} us "
           f"({r['construct_s_per_record'] * 1e6:.1f} us) vs {r['ours_s_per_record'] * 1e9:.0f} "
-          f"ns: **x{r['ratio_to_construct_compiled']:.0f}** (x{r['ratio_to_construct']:.0f})"
+          f"ns: **x{_construct(r['ratio_to_construct_compiled'], old)}** "
+          f"(x{r['ratio_to_construct']:.0f})"
           for r in large]),
         ("CPU in the lowering", [f"{r['lower_cpu_s']:.2f} s: {r['lower_cores_busy']:.2f} cores"
                                  for r in large]),
@@ -155,7 +228,18 @@ def copy_warning(r: dict) -> str | None:
     return text
 
 
-def _cli_rows(cli: list[dict]) -> list[tuple[str, list[str]]]:
+def _construct(ratio: float, old: bool) -> str:
+    """The judged construct ratio in the table: with its verdict's digits, or in a result
+    from before 2026-12-07 with none, as its targets hold it."""
+    return f"{ratio:.0f}" if old else construct_text(ratio)
+
+
+def _copy_share(ratio: float, old: bool) -> str:
+    """The judged ratio to the copy bound in the table, in % (as :func:`_construct`)."""
+    return f"{100 * ratio:.1f}" if old else copy_share_text(ratio)
+
+
+def _cli_rows(cli: list[dict], old: bool = False) -> list[tuple[str, list[str]]]:
     return [
         ("**the whole command** (read, plan, lower, every file and manifest written and "
          "fsynced), median of the runs",
@@ -168,8 +252,9 @@ def _cli_rows(cli: list[dict]) -> list[tuple[str, list[str]]]:
         ("the whole command against the copy bound: numpy copy, same size, warm (fresh pages);"
          + (" the best of the model's runs" if "copy_warm_own_bytes_per_s" in cli[0] else
             " the median run's own (a result from before 2026-12-07)"),
-         [f"{c['copy_warm_bytes_per_s'] / 1e9:.1f} GB/s: **{100 * c['ratio_to_copy_bound']:.1f}"
-          f" %** ({c['copy_fresh_bytes_per_s'] / 1e9:.1f} GB/s: "
+         [f"{c['copy_warm_bytes_per_s'] / 1e9:.1f} GB/s: "
+          f"**{_copy_share(c['ratio_to_copy_bound'], old)} %** "
+          f"({c['copy_fresh_bytes_per_s'] / 1e9:.1f} GB/s: "
           f"{100 * c['ratio_to_fresh_copy']:.1f} %)" for c in cli]),
     ]
 
@@ -294,9 +379,10 @@ def render(res: dict, commit: str | None = None, note: str | None = None) -> str
     if note:
         lines += ["", note]
     lines += ["", "**Targets** (issue 8):", "", "| target | measured | verdict |", "|---|---|---|"]
-    lines += [f"| {t['target']} | {t['measured']} | "
+    lines += [f"| {target_name(t['target'])} | {t['measured']} | "
               f"{'holds' if t['holds'] else '**does not hold**'} |" for t in res["targets"]]
-    lines += ["", *_rank_table(res["large"], res.get("large_cli"))]
+    old = "provenance" not in res
+    lines += ["", *_rank_table(res["large"], res.get("large_cli"), old)]
     warnings = [w for w in map(copy_warning, res["large"]) if w]
     if warnings:
         lines += [""] + [f"**Warning**: {w}." for w in warnings]
@@ -305,7 +391,7 @@ def render(res: dict, commit: str | None = None, note: str | None = None) -> str
             lines += ["", *_all_table(res[key])]
     if "all_ranks_large_sink" in res:
         lines += ["", *_sink_table(res["all_ranks_large_sink"])]
-    lines += ["", *_scaling_table(res["scaling"], old="provenance" not in res)]
+    lines += ["", *_scaling_table(res["scaling"], old=old)]
     return "\n".join(lines) + "\n"
 
 

@@ -100,6 +100,13 @@ def _result(copy_ratio=0.1, size_e=0.85, cores_busy=1.6, identical=True, compile
                         for p in ("default", "ring")}}
 
 
+#: the "every core busy" targets' names, with the rule they are judged by (since 2026-12-07)
+ALL64_BUSY = ("all ranks (all64.neff): every core busy (CPU over wall >= 0.8 x the cores), "
+              "byte-identical to serial")
+SINK_BUSY = ("all ranks (large64.neff, lowered into a sink): every core busy (CPU over wall "
+             ">= 0.8 x the cores), ranks as lowered serially")
+
+
 def _verdicts(run, res) -> dict[str, bool]:
     return {t["target"]: t["holds"] for t in run.targets(res)}
 
@@ -119,24 +126,22 @@ def test_targets_judged_at_their_edges(tools):
     assert not v["large64.neff --rank 0: >= x100 the construct path (compiled structs)"]
     assert not v["linear in records over the message_size sweep, policy default (1 +/- 0.15)"]
     assert v["linear in records over the ranks sweep, policy default (1 +/- 0.15)"]  # 1.15
-    assert not v["all ranks (all64.neff): every core busy, byte-identical to serial"]
+    assert not v[ALL64_BUSY]
     # the pool's memory is the sum over its processes: 313.1 MB against 313 MB
     assert not v["all ranks (all64.neff): peak RSS of all processes <= 2 x largest rank + "
                  "300 MB"]
-    assert not v["all ranks (large64.neff, lowered into a sink): every core busy, ranks as "
-                 "lowered serially"]
+    assert not v[SINK_BUSY]
     res = _result(identical=False)
     v = _verdicts(run, res)
-    assert not v["all ranks (all64.neff): every core busy, byte-identical to serial"]
+    assert not v[ALL64_BUSY]
     assert [t["measured"] for t in run.targets(res)][-4] == (
-        "1.60 of 2 cores, speedup x1.50, NOT identical")
+        "1.60 of 2 cores (at least 1.60), speedup x1.50, NOT identical")
     res = _result()
     res["large_cli"][0]["peak_rss_mb"] = 1300.5  # the whole command's peak is judged too
     assert not _verdicts(run, res)["large64.neff --rank 0: peak RSS <= 2 x artifacts + 300 MB"]
     res = _result()
     res["all_ranks_large_sink"]["serial_identical"] = False
-    assert not _verdicts(run, res)["all ranks (large64.neff, lowered into a sink): every core "
-                                   "busy, ranks as lowered serially"]
+    assert not _verdicts(run, res)[SINK_BUSY]
 
 
 def test_median_run(tools):
@@ -450,7 +455,8 @@ def test_single_rank_memory_is_judged_summed_over_the_process_tree(tools):
     assert not v["large64.neff --rank 0: peak RSS <= 2 x artifacts + 300 MB"]
     peak = "large64.neff --rank 0: peak RSS"
     t = next(t for t in run.targets(res) if t["target"].startswith(peak))
-    assert t["measured"] == "1300 MB <= 1300 MB"  # (1,300.5 shown to the MB)
+    # (to the MB, 1,300.5 read "1300 MB <= 1300 MB": a tie, beside "does not hold")
+    assert t["measured"] == "1300.5 MB <= 1300.0 MB"
     res["targets"] = run.targets(res)
     md = report.render(res)
     assert ("| peak RSS summed over the processes, the largest of the runs (PSS; the process "
@@ -534,6 +540,74 @@ def test_an_exponent_is_shown_with_the_digits_that_agree_with_its_verdict(tools,
     assert (f"| linear in records over the message_size sweep, policy default (1 +/- 0.15) | "
             f"{shown} | {verdict} |") in md
     assert f"| x1: 1 k, 2.0 (1.0; 3.0) | **{shown}** | 1.5 ms" in md
+
+
+COPY64 = "large64.neff --rank 0: >= 10 % of the copy bound (the whole command, imports apart)"
+CONSTRUCT64 = "large64.neff --rank 0: >= x100 the construct path (compiled structs)"
+ALL64_RSS = "all ranks (all64.neff): peak RSS of all processes <= 2 x largest rank + 300 MB"
+
+
+@pytest.mark.parametrize("change, target, shown, holds", [
+    # 100 x 0.0999 = 9.99 %: to 1 decimal 10.0 %, which reads as >= 10 %
+    ({"copy_ratio": 0.0999}, COPY64, "9.99 % (the lowering alone 20.0 %)", False),
+    ({"copy_ratio": 0.1}, COPY64, "10.0 % (the lowering alone 20.0 %)", True),
+    # x99.9 and x99.5 to no decimal are x100 (99.5 rounds to the even 100)
+    ({"compiled": 99.9}, CONSTRUCT64, "x99.9 (uncompiled: x100)", False),
+    ({"compiled": 99.5}, CONSTRUCT64, "x99.5 (uncompiled: x100)", False),
+    ({"compiled": 100.0}, CONSTRUCT64, "x100 (uncompiled: x100)", True),
+    # 313.04 MB against 313 MB: 313 <= 313 and 313.0 <= 313.0 read as holding
+    ({"pool_rss": 313.04}, ALL64_RSS, "313.04 MB <= 313.00 MB", False),
+    ({"pool_rss": 313.0}, ALL64_RSS, "313 MB <= 313 MB", True),
+    # 0.8 x 2 cores = 1.60: 1.599 to 2 decimals is 1.60
+    ({"cores_busy": 1.599}, ALL64_BUSY,
+     "1.599 of 2 cores (at least 1.60), speedup x1.50, byte-identical", False),
+    ({"cores_busy": 1.6}, ALL64_BUSY,
+     "1.60 of 2 cores (at least 1.60), speedup x1.50, byte-identical", True),
+    ({"sink_busy": 1.5999}, SINK_BUSY,
+     "1.5999 of 2 cores (at least 1.60), ranks 0, 32, 63 identical", False),
+])
+def test_a_figure_at_its_targets_edge_is_shown_with_the_digits_of_its_verdict(
+        tools, change, target, shown, holds):
+    """Review 54o (RELIABILITY §6, fifty-fourth session, Left): a figure rounded onto its
+    target's edge read as a tie beside "does not hold" (1,300.5 MB as "1300 MB <= 1300 MB",
+    a ratio of 0.0999 as 10.0 %).  As the exponents already were, it is shown with as many
+    more digits as it takes for the shown figure to agree with the verdict, in run.py's
+    verdict line and in report.py's table; the judged figure in bold in the rank table too."""
+    run, report = tools
+    res = _result(**change)
+    t = next(t for t in run.targets(res) if t["target"] == target)
+    assert (t["measured"], t["holds"]) == (shown, holds)
+    res["targets"] = run.targets(res)
+    res["provenance"] = dict(PROVENANCE)  # (a result since 2026-12-07)
+    md = report.render(res)
+    verdict = "holds" if holds else "**does not hold**"
+    assert f"| {target} | {shown} | {verdict} |" in md
+    if target == COPY64:  # the whole command's ratio, in bold in the rank table
+        assert f"GB/s: **{shown.split(' ')[0]} %** (" in md
+    if target == CONSTRUCT64:  # 80 ns a record against compiled x 80 ns
+        assert f"vs 80 ns: **{shown.split(' ')[0]}** (x100)" in md
+
+
+def test_every_core_busy_states_its_rule_and_judges_the_decimal_threshold(tools):
+    """Review 54o: "every core busy" is CPU over wall >= 0.8 x the cores, which neither the
+    verdict line nor the report stated; and 0.8 x 3 cores is 2.4000000000000004 in floating
+    point, so 2.40 cores of 3 did not hold.  The threshold is 8 x 3 / 10 = 2.40; an older
+    result's target (named without the rule, judged by it) is rendered with it."""
+    run, report = tools
+    res = _result(cores_busy=2.4, sink_busy=2.39)
+    res["cores"] = 3
+    v = {t["target"]: t for t in run.targets(res)}
+    assert v[ALL64_BUSY]["holds"] and not v[SINK_BUSY]["holds"]
+    assert v[ALL64_BUSY]["measured"] == ("2.40 of 3 cores (at least 2.40), speedup x1.50, "
+                                         "byte-identical")
+    assert v[SINK_BUSY]["measured"] == "2.39 of 3 cores (at least 2.40), ranks 0, 32, 63 identical"
+    old = _result()
+    old["targets"] = [{
+        "target": "all ranks (all64.neff): every core busy, byte-identical to serial",
+        "measured": "1.77 of 2 cores, speedup x1.55, byte-identical", "holds": True}]
+    assert ("| all ranks (all64.neff): every core busy (CPU over wall >= 0.8 x the cores), "
+            "byte-identical to serial | 1.77 of 2 cores, speedup x1.55, byte-identical | "
+            "holds |") in report.render(old)
 
 
 def test_an_older_result_is_shown_as_it_was_judged(tools):
