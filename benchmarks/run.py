@@ -977,6 +977,8 @@ def main() -> None:
                                      f"{r['cpu_s'] * 1e3:.1f})"
                                      for r in k["runs"]))
         print(f"  both sweeps: time ~ records^{sc['combined_exponent_time_vs_records']:.3f}")
+    # the checkout read again: a tree edited during the run is not the commit it names
+    results["provenance"] = provenance_at_end(results["provenance"])
     results["targets"] = targets(results)
     print("\ntargets:")
     for t in results["targets"]:
@@ -1048,37 +1050,95 @@ def copy_bound(r: dict, c: dict, runs: list[dict], cli: list[dict]) -> None:
     r["copy_check"] = check
 
 
-def provenance() -> dict:
-    """What the run measured: the commit of the nrtrewrite checkout the workers import (``git
-    rev-parse HEAD`` where that package's folder is a checkout's top level; else None) and
-    whether its tree had changes (``git status --porcelain``: tracked or untracked files not
-    ignored; None without a commit), the source folder, and the versions of Python, numpy and
+def _git(src: Path, *args: str) -> tuple[str | None, str]:
+    """``git -C SRC ARGS``'s output, or None and why it failed: git's first line (its
+    ``fatal: `` left out), "" where git said nothing, or that there is no git."""
+    try:
+        res = subprocess.run(["git", "-C", str(src), *args], capture_output=True, text=True,
+                             timeout=60)
+    except (OSError, subprocess.SubprocessError) as err:  # (no git)
+        return None, f"git did not run: {err}"
+    if res.returncode == 0:
+        return res.stdout, ""
+    why = (res.stderr.strip().splitlines() or [""])[0]
+    return None, why.removeprefix("fatal: ").removeprefix("error: ")
+
+
+def _checkout(src: Path) -> tuple[str | None, bool | None]:
+    """The commit of the checkout at ``src`` (``git rev-parse HEAD`` where ``src`` is a
+    checkout's top level, not a folder in an enclosing one; else None) and whether its tree
+    has changes (``git status --porcelain``: tracked or untracked files not ignored; None
+    without a commit).  Outside git, None silently; where git refuses the checkout (a
+    "dubious ownership" of a checkout another user owns, a damaged one), None with a warning
+    on stderr naming git's reason (until 2026-12-07 silently)."""
+    top, why = _git(src, "rev-parse", "--show-toplevel")
+    if top is None:
+        outside = not (src / ".git").exists() and (
+            "not a git repository" in why or why.startswith("git did not run"))
+        if not outside:
+            _warn(f"{src}: git refused the checkout ({why or 'no reason given'}): the run "
+                  "records no commit")
+        return None, None
+    if Path(top.strip()).resolve() != src:  # (an enclosing repo's)
+        return None, None
+    head, why = _git(src, "rev-parse", "HEAD")
+    commit = (head or "").strip() or None
+    if commit is None:
+        _warn(f"{src}: git read no commit ({why or 'no reason given'}): the run records "
+              "none")
+        return None, None
+    status, why = _git(src, "status", "--porcelain")
+    if status is None:
+        _warn(f"{src}: git status failed ({why or 'no reason given'}): the run records "
+              "whether the tree had changes as unknown")
+        return commit, None
+    return commit, bool(status.strip())
+
+
+def _warn(text: str) -> None:
+    print(f"run.py: warning: {text}", file=sys.stderr, flush=True)
+
+
+def provenance(src: Path | None = None) -> dict:
+    """What the run measured: the commit of the nrtrewrite checkout the workers import
+    (``src``, by default the folder of that package's folder) and whether its tree had
+    changes (:func:`_checkout`), the source folder, and the versions of Python, numpy and
     construct (report.py shows them; until 2026-12-07 nothing recorded the commit, and
-    ``report.py --commit`` named whatever it was given)."""
+    ``report.py --commit`` named whatever it was given).  Read when the run starts, and
+    again when it ends (:func:`provenance_at_end`)."""
     import platform
 
     import construct
     import nrtrewrite
 
-    src = Path(nrtrewrite.__file__).resolve().parent.parent
-    commit = dirty = None
-
-    def git(*args: str) -> str | None:
-        try:
-            res = subprocess.run(["git", "-C", str(src), *args], capture_output=True,
-                                 text=True, timeout=60)
-        except (OSError, subprocess.SubprocessError):  # (no git)
-            return None
-        return res.stdout if res.returncode == 0 else None
-
-    top = git("rev-parse", "--show-toplevel")
-    if top is not None and Path(top.strip()).resolve() == src:  # (not an enclosing repo's)
-        commit = (git("rev-parse", "HEAD") or "").strip() or None
-        status = git("status", "--porcelain") if commit else None
-        dirty = None if status is None else bool(status.strip())
+    if src is None:
+        src = Path(nrtrewrite.__file__).resolve().parent.parent
+    commit, dirty = _checkout(src)
     return {"commit": commit, "dirty": dirty, "source": str(src),
             "python": platform.python_version(), "numpy": np.__version__,
             "construct": construct.__version__}
+
+
+def provenance_at_end(start: dict) -> dict:
+    """``start`` (:func:`provenance` as the run started) with the checkout read again at
+    the run's end: its tree recorded dirty if either reading says so, or if its commit is
+    not the one the run started at (a tree edited or checked out during the run is not the
+    commit the run names; until 2026-12-07 the tree was read at the start only).  A change
+    is noted on stderr."""
+    if start["commit"] is None:
+        return start
+    commit, dirty = _checkout(Path(start["source"]))
+    out = dict(start)
+    if commit != start["commit"]:
+        _warn(f"{start['source']}: the checkout's commit changed during the run "
+              f"({start['commit'][:12]} -> {(commit or 'none')[:12]}): recorded as "
+              f"{start['commit'][:12]} with uncommitted changes")
+        out["dirty"] = True
+    elif dirty and not start["dirty"]:
+        _warn(f"{start['source']}: the tree changed during the run: recorded as with "
+              "uncommitted changes")
+        out["dirty"] = True
+    return out
 
 
 def _rank_peak(r: dict) -> float:

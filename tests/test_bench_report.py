@@ -684,6 +684,73 @@ def test_the_run_records_its_checkouts_commit_and_versions(tools):
     assert p["commit"] == head.stdout.strip() and p["dirty"] in (True, False)
 
 
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c",
+                           "user.email=t@example.com", *args], capture_output=True, text=True,
+                          check=True).stdout
+
+
+@pytest.fixture
+def checkout(tmp_path, monkeypatch):
+    """A git checkout of one commit with a clean tree (no global git configuration read)."""
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", "/dev/null")
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    repo = tmp_path / "src"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "a.py").write_text("x = 1\n")
+    _git(repo, "add", "a.py")
+    _git(repo, "commit", "-q", "-m", "one")
+    return repo
+
+
+def test_a_tree_changed_during_the_run_is_recorded_dirty(tools, checkout, capsys):
+    """Review 54o: the dirty flag was read when the run started only; a tree edited during
+    the run is not the commit it names.  Read again at the end: dirty if either reading says
+    so, or if the commit moved (recorded as the start's, with uncommitted changes)."""
+    run, _ = tools
+    head = _git(checkout, "rev-parse", "HEAD").strip()
+    start = run.provenance(checkout)
+    assert (start["commit"], start["dirty"]) == (head, False)
+    assert run.provenance_at_end(start) == start  # (nothing changed)
+    (checkout / "a.py").write_text("x = 2\n")  # edited during the run
+    end = run.provenance_at_end(start)
+    assert (end["commit"], end["dirty"]) == (head, True)
+    assert capsys.readouterr().err == (f"run.py: warning: {checkout}: the tree changed during "
+                                       "the run: recorded as with uncommitted changes\n")
+    _git(checkout, "checkout", "-q", "a.py")  # clean again at the end: dirty at the start
+    assert run.provenance_at_end(dict(start, dirty=True))["dirty"] is True
+    _git(checkout, "commit", "-q", "--allow-empty", "-m", "two")  # committed during the run
+    end = run.provenance_at_end(start)
+    assert (end["commit"], end["dirty"]) == (head, True)
+    assert capsys.readouterr().err == (
+        f"run.py: warning: {checkout}: the checkout's commit changed during the run "
+        f"({head[:12]} -> {_git(checkout, 'rev-parse', 'HEAD')[:12]}): recorded as "
+        f"{head[:12]} with uncommitted changes\n")
+
+
+def test_a_checkout_git_refuses_records_no_commit_with_a_warning(tools, checkout, capsys):
+    """Review 54o: a checkout git calls of "dubious ownership" (another user's: git 2.35.2
+    and later refuse it) recorded a null commit silently.  Still null, with git's reason on
+    stderr; a folder outside git stays silent."""
+    import os
+
+    run, _ = tools
+    if os.geteuid() != 0:
+        pytest.skip("giving the checkout to another user takes root")
+    for path in [checkout, *checkout.rglob("*")]:
+        os.chown(path, 65534, 65534, follow_symlinks=False)
+    p = run.provenance(checkout)
+    assert (p["commit"], p["dirty"]) == (None, None)
+    assert capsys.readouterr().err == (
+        f"run.py: warning: {checkout}: git refused the checkout (detected dubious ownership "
+        f"in repository at '{checkout}'): the run records no commit\n")
+    outside = checkout.parent / "plain"
+    outside.mkdir()
+    assert run.provenance(outside)["commit"] is None
+    assert capsys.readouterr().err == ""
+
+
 def test_an_orphaned_memory_sampler_ends(tools, tmp_path):
     """Every rank measurement now starts a memory sampler; one whose measured process was
     killed (SIGKILL: no cleanup) sampled on forever.  It ends once orphaned (a bounded
