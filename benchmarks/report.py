@@ -317,18 +317,26 @@ def _scaling_table(scaling: dict, old: bool = False) -> list[str]:
     return out
 
 
-def commit_mismatch(res: dict, commit: str, checkout: Path | None = None) -> str | None:
-    """Why ``--commit COMMIT`` is not the commit the run recorded (``provenance``, since
-    2026-12-07), or None: it is, or the run recorded none (an older result, or a run outside
-    a git checkout).  COMMIT is taken as a prefix of the recorded hash (4 hex digits at
-    least) or as a name ``git rev-parse`` resolves to it in ``checkout``."""
-    recorded = (res.get("provenance") or {}).get("commit")
+def named_commit(res: dict, commit: str, checkout: Path | None = None
+                 ) -> tuple[str | None, str | None]:
+    """``--commit COMMIT`` against the commit the run recorded (``provenance``, since
+    2026-12-07): ``(the commit to name, None)`` where it is that commit, named by its full
+    hash (until 2026-12-07 as typed: a prefix, or a name such as ``HEAD`` that later meant
+    another), or ``(None, why)`` where it is not, or where the run recorded none (outside a
+    git checkout, or in one git refused: until 2026-12-07 any COMMIT was taken).  COMMIT is
+    taken as a prefix of the recorded hash (4 hex digits at least) or as a name ``git
+    rev-parse`` resolves to it in ``checkout``.  A result from before, which records no
+    provenance, takes COMMIT as given."""
+    if "provenance" not in res:
+        return commit, None
+    recorded = (res["provenance"] or {}).get("commit")
     if not recorded:
-        return None
+        return None, (f"--commit {commit}: the run recorded no commit (it ran outside a git "
+                      "checkout, or in one git refused): leave --commit out")
     text = commit.strip().lower()
     if len(text) >= 4 and all(ch in "0123456789abcdef" for ch in text) \
             and recorded.startswith(text):
-        return None
+        return recorded, None
     if checkout is not None:
         import subprocess
         try:
@@ -336,16 +344,17 @@ def commit_mismatch(res: dict, commit: str, checkout: Path | None = None) -> str
                                   commit + "^{commit}"], capture_output=True, text=True,
                                  timeout=60)
             if got.returncode == 0 and got.stdout.strip() == recorded:
-                return None
+                return recorded, None
         except (OSError, subprocess.SubprocessError):
             pass
-    return (f"--commit {commit}: the run measured {recorded[:12]} (its result records it): "
-            "leave --commit out, or name that commit")
+    return None, (f"--commit {commit}: the run measured {recorded[:12]} (its result records "
+                  "it): leave --commit out, or name that commit")
 
 
 def _where(res: dict, commit: str | None) -> str:
-    """`` in a checkout of COMMIT`` (``--commit``'s, else the recorded one, short), with
-    `` with uncommitted changes`` when the run recorded a dirty tree."""
+    """`` in a checkout of COMMIT`` (``--commit``'s as :func:`named_commit` names it, else
+    the recorded one, short), with `` with uncommitted changes`` when the run recorded a
+    dirty tree."""
     p = res.get("provenance") or {}
     commit = commit or (p.get("commit") or "")[:7]
     if not commit:
@@ -405,8 +414,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=DESCRIPTION)
     ap.add_argument("result", nargs="?",
                     default=str(Path(__file__).resolve().parent / "out" / "last-run.json"))
-    ap.add_argument("--commit", help="the commit the run measured (named in the first line; by "
-                    "default the one the run recorded; refused when it is another)")
+    ap.add_argument("--commit", help="the commit the run measured (named in the first line by "
+                    "its full hash; by default the one the run recorded, short; refused when "
+                    "it is another, or when the run recorded none)")
     ap.add_argument("--note", help="a paragraph to put under the first line")
     args = ap.parse_args(argv)
     try:
@@ -419,16 +429,17 @@ def main(argv: list[str] | None = None) -> int:
               "(no whole-command runs, no compiled construct path): run `make bench` again",
               file=sys.stderr)
         return 2
-    if args.commit is not None:
+    commit = args.commit
+    if commit is not None:
         try:
-            why = commit_mismatch(res, args.commit, Path(__file__).resolve().parent.parent)
+            commit, why = named_commit(res, commit, Path(__file__).resolve().parent.parent)
         except (TypeError, AttributeError) as exc:  # (a hand-made provenance)
             why = f"its provenance is not what run.py writes ({exc})"
         if why:
             print(f"report: {args.result}: {why}", file=sys.stderr)
             return 2
     try:
-        text = render(res, args.commit, args.note)
+        text = render(res, commit, args.note)
     except KeyError as exc:  # (a hand-made or cut-down result)
         print(f"report: {args.result}: no {exc} in it, which a run.py result has: run "
               "`make bench` again", file=sys.stderr)

@@ -656,14 +656,53 @@ def test_the_report_shows_the_commit_and_versions_the_run_recorded(tools, tmp_pa
     assert out == "" and err == (f"report: {f}: --commit fedcba9: the run measured "
                                  "0123456789ab (its result records it): leave --commit out, "
                                  "or name that commit\n")
-    assert report.main([str(f), "--commit", "01234567"]) == 0  # a prefix of it
+    assert report.main([str(f), "--commit", "01234567"]) == 0  # a prefix of it: named in full
     assert capsys.readouterr().out.startswith(
-        "`python benchmarks/run.py` in a checkout of 01234567 with uncommitted changes, ")
+        "`python benchmarks/run.py` in a checkout of 0123456789abcdef0123456789abcdef01234567 "
+        "with uncommitted changes, ")
     del res["provenance"]  # (a result from before 2026-12-07: --commit as given)
     f.write_text(json.dumps(res))
     assert report.main([str(f), "--commit", "abc1234"]) == 0
     assert capsys.readouterr().out.startswith(
         "`python benchmarks/run.py` in a checkout of abc1234, 2026-12-01 12:00:00, 2 cores. ")
+
+
+def test_an_accepted_commit_is_named_by_its_full_hash(tools, tmp_path, capsys):
+    """Review 54o: an accepted ``--commit`` was printed as typed (``HEAD``, which names
+    another commit tomorrow, or a prefix): now by the full hash the run recorded, which
+    ``git rev-parse`` gives for the name."""
+    run, report = tools
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                          text=True)
+    if head.returncode != 0 or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    res = _result()
+    res["targets"] = run.targets(res)
+    res["provenance"] = dict(PROVENANCE, commit=head.stdout.strip(), dirty=False)
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(res))
+    assert report.main([str(f), "--commit", "HEAD"]) == 0
+    assert capsys.readouterr().out.startswith(
+        f"`python benchmarks/run.py` in a checkout of {head.stdout.strip()}, 2026-12-01 ")
+
+
+def test_a_result_recorded_outside_git_takes_no_commit(tools, tmp_path, capsys):
+    """Review 54o: a run recorded outside git (or in a checkout git refused: a null commit)
+    took any ``--commit``; refused now, one line, status 2; without it, no commit named."""
+    run, report = tools
+    res = _result()
+    res["targets"] = run.targets(res)
+    res["provenance"] = dict(PROVENANCE, commit=None, dirty=None)
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(res))
+    assert report.main([str(f), "--commit", "abc1234"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == (f"report: {f}: --commit abc1234: the run recorded no commit "
+                                 "(it ran outside a git checkout, or in one git refused): "
+                                 "leave --commit out\n")
+    assert report.main([str(f)]) == 0
+    assert capsys.readouterr().out.startswith(
+        "`python benchmarks/run.py`, 2026-12-01 12:00:00, 2 cores, Python 3.11.7, ")
 
 
 def test_the_run_records_its_checkouts_commit_and_versions(tools):
