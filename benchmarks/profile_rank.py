@@ -92,20 +92,24 @@ class Writer:
     """The sink of the profiled lowering: discards the records, as before, and measures the
     writer thread it runs on (``RankBuilder``'s ``nrtrewrite-sink``, which hashes every
     array for the rank manifest, then hands it here): its name, its CPU time as of its last
-    array (``time.thread_time`` read there), and the time in this sink.  pyinstrument and
-    line_profiler see the main thread only: these figures are printed above their report
-    (until 2026-12-07 the writer thread appeared in no profile)."""
+    array (``time.thread_time`` read there), and the part of that CPU time spent in this
+    sink (``time.thread_time`` around each of its calls on that thread; until 2026-12-07
+    wall time, of the main thread's calls too, printed as a part of the CPU figure).
+    pyinstrument and line_profiler see the main thread only: these figures are printed
+    above their report (until 2026-12-07 the writer thread appeared in no profile)."""
 
     def __init__(self):
         self.thread: str | None = None
         self.cpu_s = self.sink_s = 0.0
 
     def sink(self, name: str, arr) -> None:
-        t0 = time.perf_counter()
         current = threading.current_thread()
-        if current is not threading.main_thread():
-            self.thread, self.cpu_s = current.name, time.thread_time()
-        self.sink_s += time.perf_counter() - t0
+        if current is threading.main_thread():  # (a rank's first arrays, hashed inline)
+            return
+        t0 = time.thread_time()
+        self.thread = current.name
+        self.cpu_s = time.thread_time()
+        self.sink_s += self.cpu_s - t0
 
 
 def _profile_thread(threads: dict):
@@ -245,7 +249,7 @@ def profile(args: argparse.Namespace, path: Path, tool: str, functions: list
         if writer.thread is not None:  # (a rank of small arrays hashes them inline)
             # (its hashing is `hash` above, but for the first arrays, hashed inline)
             stages[f"writer thread {writer.thread}, CPU"] = writer.cpu_s
-            stages["  of it in the sink (records discarded here)"] = writer.sink_s
+            stages["  of it in the sink (records discarded here), CPU"] = writer.sink_s
 
     if tool == "pyinstrument":
         from pyinstrument import Profiler

@@ -108,10 +108,35 @@ def test_the_writer_thread_is_profiled_and_measured():
     assert res.returncode == 0, res.stderr
     head, _, rest = res.stdout.partition("\n--- by tottime ---")
     assert "  writer thread nrtrewrite-sink, CPU: " in head
-    assert "    of it in the sink (records discarded here): " in head
+    assert "    of it in the sink (records discarded here), CPU: " in head
     main, _, thread = rest.partition("\n--- thread nrtrewrite-sink, by tottime ---\n")
     assert "(_timed_update)" in thread and "'update' of '_hashlib.HASH' objects" in thread
     assert "(lower_rank)" in main and "(lower_rank)" not in thread
+
+
+def test_the_sink_figure_is_the_writer_threads_cpu(monkeypatch):
+    """Review 54o: "of it in the sink", printed under the writer thread's CPU time, was wall
+    time (``perf_counter``), of the main thread's calls too.  Now the writer thread's CPU
+    time in the sink: with fabricated clocks, the thread's CPU reads 1.0 -> 1.25 around its
+    first array and 2.0 -> 2.5 around its second (0.75 s in the sink, of 2.5 s as of its
+    last array), while the wall clock and a main-thread call add nothing."""
+    import threading
+    import time
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import profile_rank
+
+    cpu = iter([1.0, 1.25, 2.0, 2.5])
+    wall = iter(range(0, 1000, 100))
+    monkeypatch.setattr(time, "thread_time", lambda: next(cpu))
+    monkeypatch.setattr(time, "perf_counter", lambda: float(next(wall)))
+    w = profile_rank.Writer()
+    w.sink("main.bin", None)  # (the main thread: a rank's first arrays, hashed inline)
+    t = threading.Thread(target=lambda: [w.sink("a.bin", None), w.sink("b.bin", None)],
+                         name="nrtrewrite-sink")
+    t.start()
+    t.join()
+    assert (w.thread, w.cpu_s, w.sink_s) == ("nrtrewrite-sink", 2.5, 0.75)
 
 
 @pytest.mark.parametrize("top", ["0", "-3"])
