@@ -411,6 +411,23 @@ class NrtRewriteError(Exception):
     def __str__(self) -> str:
         return self.line()
 
+    def __reduce__(self):
+        """Pickled as its class, its ``args`` and its attributes, rebuilt without calling
+        ``__init__`` (:func:`_unpickled`): the copy is the same error, ``args`` included.
+        Until 2026-12-07 the default (``cls(*args)``, then the attributes) made the line
+        the reason of a new error, whose ``args[0]`` was that line cut as a reason is, past
+        1,000 characters (``str()`` the same: it reads the attributes); and a class whose
+        ``__init__`` needs more than a reason (the assembler's ``_NotUnicode(why, found)``)
+        did not come back from a ``lower -j 2`` worker as itself (an internal error, status
+        70)."""
+        return _unpickled, (type(self), self.args), self.__dict__.copy()
+
+
+def _unpickled(cls: type, args: tuple) -> NrtRewriteError:
+    """An :class:`NrtRewriteError` of class ``cls`` and ``args``, its attributes to be set
+    by pickle (:meth:`NrtRewriteError.__reduce__`)."""
+    return cls.__new__(cls, *args)  # (BaseException.__new__ sets args; no __init__ runs)
+
 
 class ParseError(NrtRewriteError):
     """The input bytes do not follow NEFF-LIKE.md."""

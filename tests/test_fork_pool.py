@@ -7,6 +7,7 @@ was killed)."""
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import threading
 import time
@@ -14,9 +15,11 @@ import time
 import pytest
 from click.testing import CliRunner
 
+import nrtrewrite.errors as errors_mod
 import nrtrewrite.lower as lower_mod
 from nrtrewrite.ahead import ForkPool, WorkerLost
 from nrtrewrite.cli import main
+from nrtrewrite.errors import NrtRewriteError
 from test_atomic_output import FIX
 
 
@@ -743,3 +746,45 @@ def test_simulate_starts_no_more_workers_than_the_ranks(tmp_path, monkeypatch):
     res = CliRunner().invoke(main, ["simulate", str(FIX / "mix8.neff")], prog_name="nrtrewrite")
     assert res.exit_code == 0, (res.output, res.exception)
     assert pools == [8]  # mix8's world: 8 ranks
+
+
+#: Every error class of errors.py (the one error family; docs/CLI.md "Errors").
+_ERROR_CLASSES = sorted((c for c in vars(errors_mod).values()
+                         if isinstance(c, type) and issubclass(c, NrtRewriteError)),
+                        key=lambda c: c.__name__)
+
+
+@pytest.mark.parametrize("cls", _ERROR_CLASSES, ids=lambda c: c.__name__)
+def test_an_error_comes_back_from_pickling_with_the_same_args(cls):
+    """An error whose line is past 1,000 characters (a reason of 5,000 and a long path) came
+    back from pickling (a ``lower -j 2`` worker's) with another ``args[0]``: the line, cut
+    again as a reason is (``str()`` the same)."""
+    path = "d/" * 100 + "m.neff"
+    err = cls("A" * 4999 + "Z", file=path, field="x", rank=3)
+    # docs/CLI.md "Errors": the location, then the reason's first 700 and last 200 characters
+    # around the whole's count
+    line = (f"{path}: field x, rank 3: " + "A" * 700 + " ... (5000 characters in all) ... "
+            + "A" * 199 + "Z")
+    assert err.args == (line,) and len(line) > 1000
+    back = pickle.loads(pickle.dumps(err, protocol=pickle.HIGHEST_PROTOCOL))
+    assert type(back) is cls
+    assert back.args == (line,) and str(back) == line
+    assert back.exit_code == (71 if cls is errors_mod.ResourceError else 2)
+    assert (back.where, back.reason, back.reason_chars) == (err.where, err.reason, 5000)
+
+
+def _raise_not_unicode(i):
+    from nrtrewrite.neff.assembler import _NotUnicode
+    raise _NotUnicode("a lone surrogate", ("key", "\ud800", False))
+
+
+def test_an_error_whose_init_needs_more_than_a_reason_comes_back_as_itself():
+    """The assembler's ``_NotUnicode(why, found)`` did not come back from a worker: pickle
+    called it with the line alone, and the pool sent a ``RemoteError`` (an internal error)."""
+    from nrtrewrite.neff.assembler import _NotUnicode
+
+    with ForkPool(_raise_not_unicode, 1) as pool:
+        with pytest.raises(_NotUnicode) as info:
+            list(pool.imap([0]))
+    assert str(info.value) == "a lone surrogate"
+    assert info.value.found == ("key", "\ud800", False)
