@@ -29,6 +29,7 @@ import ctypes
 import mmap
 import multiprocessing
 import multiprocessing.connection
+import operator
 import os
 import pickle
 import signal
@@ -40,6 +41,7 @@ from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
+from nrtrewrite.errors import NrtRewriteError, Where
 from nrtrewrite.memtune import frozen_gc
 
 #: Items the producer may run ahead of the consumer.
@@ -409,15 +411,66 @@ class RemoteTraceback(Exception):
         return f"\n\nIn the worker process:\n{self.tb}"
 
 
-def _sendable(err: BaseException) -> BaseException:
-    """``err`` if it comes back from pickling as an exception of its type, else a
-    :class:`RemoteError` naming its type and message."""
+def _round_trips(obj: Any) -> Any:
+    """``obj`` as it comes back from pickling (raises what pickling raises)."""
+    return pickle.loads(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def _pickled_by_name(cls: type) -> bool:
+    """``cls`` pickles as itself (a class defined at a module's top level)."""
     try:
-        back = pickle.loads(pickle.dumps(err, protocol=pickle.HIGHEST_PROTOCOL))
+        return _round_trips(cls) is cls
+    except Exception:  # noqa: BLE001 - a local class: PicklingError, AttributeError
+        return False
+
+
+def _bare_error(err: BaseException) -> BaseException | None:
+    """An :class:`~nrtrewrite.errors.NrtRewriteError` that does not survive pickling (an
+    attribute of it cannot be pickled: a lock, a file) as what the CLI reads of it: an error
+    of its class (else the nearest base class that pickles by name, with its
+    ``exit_code``), its reason, its length and its location, each location part that does
+    not pickle as its text; its attributes left behind.  So it reaches the pool's process
+    as the same one line and status as with ``-j 1`` (until 2026-12-07 it came back as a
+    :class:`RemoteError`, an internal error, status 70, where ``-j 1`` gave 2).  None if
+    ``err`` is no such error, or the copy does not come back whole either."""
+    if not isinstance(err, NrtRewriteError):
+        return None
+    try:
+        cls = next(c for c in type(err).__mro__ if _pickled_by_name(c))
+        where = {}
+        for key in Where.__dataclass_fields__:
+            val = getattr(err.where, key)
+            try:
+                _round_trips(val)
+            except Exception:  # noqa: BLE001 - a part that does not pickle: its text
+                val = operator.index(val) if key == "offset" else str(val)
+            where[key] = val
+        line = err.line()
+        bare = cls.__new__(cls, line)
+        bare.reason, bare.reason_chars = str(err.reason), int(err.reason_chars)
+        bare.where = Where(**where)
+        if bare.exit_code != err.exit_code:
+            bare.exit_code = int(err.exit_code)
+        back = _round_trips(bare)
+        if str(back) == line and back.args == (line,) and back.exit_code == err.exit_code:
+            return bare
+    except Exception:  # noqa: BLE001 - whatever the error's own parts raise
+        pass
+    return None
+
+
+def _sendable(err: BaseException) -> BaseException:
+    """``err`` if it comes back from pickling as an exception of its type, else, for an
+    error of ours, its bare copy (:func:`_bare_error`), else a :class:`RemoteError` naming
+    its type and message."""
+    try:
+        back = _round_trips(err)
         if type(back) is type(err):
             return err
     except Exception:  # noqa: BLE001 - whatever pickling or the type's __init__ raises
         pass
+    if (bare := _bare_error(err)) is not None:
+        return bare
     try:
         text = str(err)
     except Exception:  # noqa: BLE001

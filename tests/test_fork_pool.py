@@ -788,3 +788,67 @@ def test_an_error_whose_init_needs_more_than_a_reason_comes_back_as_itself():
             list(pool.imap([0]))
     assert str(info.value) == "a lone surrogate"
     assert info.value.found == ("key", "\ud800", False)
+
+
+class _Unprintable:
+    """A location part that cannot be pickled (it holds a lock): its text comes back."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+
+    def __str__(self):
+        return "the member"
+
+
+def _raise_holding_a_lock(i):
+    if i == 0:
+        err = errors_mod.LoweringError("refused", file="m.neff", rank=0)
+    elif i == 1:
+        class Local(errors_mod.ResourceError):  # not pickled by name: ResourceError is,
+            exit_code = 75  # and comes back with this status
+        err = Local("no room", file="m.neff", rank=1)
+    else:
+        err = errors_mod.ValidationError("bad", file="m.neff", member=_Unprintable(),
+                                         offset=16)
+    err.lock = threading.Lock()
+    raise err
+
+
+@pytest.mark.parametrize("i, cls, line, status", [
+    (0, errors_mod.LoweringError, "m.neff: rank 0: refused", 2),
+    (1, errors_mod.ResourceError, "m.neff: rank 1: no room", 75),
+    (2, errors_mod.ValidationError, "m.neff: member the member, offset 0x10: bad", 2),
+])
+def test_an_error_holding_what_cannot_be_pickled_comes_back_as_its_line(i, cls, line, status):
+    """An error of ours with an attribute that cannot be pickled (a lock) came back as a
+    ``RemoteError``: an internal error, status 70, where ``-j 1`` gives its line and its
+    status.  Its class (else the nearest one pickled by name), reason, location and status
+    come back."""
+    with ForkPool(_raise_holding_a_lock, 1) as pool:
+        with pytest.raises(NrtRewriteError) as info:
+            list(pool.imap([i]))
+    assert isinstance(info.value, cls)
+    assert str(info.value) == line and info.value.args == (line,)
+    assert info.value.exit_code == status
+    assert not hasattr(info.value, "lock")
+
+
+def test_lower_with_an_error_holding_a_lock_is_its_line_with_any_j(tmp_path, monkeypatch):
+    """The planted refusal of rank 3 holding a lock: with -j 2 its one line and status 2, as
+    with -j 1 (before: ``nrtrewrite: internal error: LoweringError: ...``, status 70)."""
+    real = lower_mod._emit_batch
+
+    def emit(builder, plan, batch, r, *a, **kw):
+        if r == 3:
+            err = errors_mod.LoweringError("planted refusal", file="x.neff", rank=r)
+            err.lock = threading.Lock()
+            raise err
+        return real(builder, plan, batch, r, *a, **kw)
+    monkeypatch.setattr(lower_mod, "_emit_batch", emit)
+    for workers in ("1", "2"):
+        res = CliRunner().invoke(main, ["lower", "-q", str(FIX / "mix8.neff"), "-o",
+                                        str(tmp_path / "out"), "-j", workers],
+                                 prog_name="nrtrewrite")
+        assert res.exit_code == 2, (workers, res.output, res.exception)
+        assert res.stderr.splitlines() == ["nrtrewrite: error: x.neff: rank 3: planted refusal"]
+        assert list(tmp_path.iterdir()) == []
