@@ -491,20 +491,26 @@ class ForkPool:
     raises :class:`WorkerLost` naming the item; a worker that died idle (after delivering
     its item, before its next one) raises it when it is handed the next one, naming that
     item (``handed`` false); a worker with no memory to send its result back raises
-    ``MemoryError`` (:data:`OUT_OF_MEMORY`).  A loss stops the hand-out and is raised at
-    its item's turn, after the items before it, so the first failure in item order is
-    raised whatever the timing.  A worker's exception comes back with the exceptions it
-    was raised from or during (:func:`_remote_cause`).  Fork before starting threads (a fork copies only the calling
-    thread).  :meth:`close` (or leaving the ``with``) kills and reaps the workers, whatever
-    they are doing, so nothing of theirs runs after it."""
+    ``MemoryError`` (it marks its byte of a shared map, then exits :data:`OUT_OF_MEMORY`;
+    a worker that exits with that status unmarked is lost as any other).  A loss stops the
+    hand-out and is raised at its item's turn, after the items before it, so the first
+    failure in item order is raised whatever the timing.  A worker's exception comes back
+    with the exceptions it was raised from or during (:func:`_remote_cause`).  Fork before
+    starting threads (a fork copies only the calling thread).  :meth:`close` (or leaving
+    the ``with``) kills and reaps the workers, whatever they are doing, so nothing of
+    theirs runs after it."""
 
     def __init__(self, fn: Callable[[Any], Any], workers: int):
         ctx = multiprocessing.get_context("fork")
         self.workers: list[tuple[Any, Any, Any]] = []  # (process, tasks, results)
+        #: one byte a worker, shared with it (mapped before the fork): set by the worker,
+        #: ``w``, that had no memory to send its result back (:data:`OUT_OF_MEMORY`), read
+        #: when it is lost; its exit status alone could be any code's (``os._exit(71)``)
+        self.out_of_memory = mmap.mmap(-1, max(1, workers))
         ours: list[Any] = []  # every pipe end of this process so far: closed in each worker
         try:
             with frozen_gc():  # the workers never walk (so never copy) the inherited plan
-                for _ in range(max(1, workers)):
+                for w in range(max(1, workers)):
                     task_r, tasks = ctx.Pipe(duplex=False)
                     results, result_w = ctx.Pipe(duplex=False)
                     ours += [tasks, results]
@@ -512,7 +518,8 @@ class ForkPool:
                         with _signals_held() as held:
                             proc = ctx.Process(target=_quietly,
                                                args=(os.getpid(), held, _pool_worker, fn,
-                                                     task_r, result_w, list(ours)),
+                                                     task_r, result_w, list(ours),
+                                                     self.out_of_memory, w),
                                                name="nrtrewrite-worker", daemon=True)
                             self.workers.append((proc, tasks, results))
                             proc.start()
@@ -557,7 +564,9 @@ class ForkPool:
             proc = self.workers[w][0]
             proc.join()
             k = held.pop(w)
-            if proc.exitcode == OUT_OF_MEMORY:  # no memory to send its result back
+            if self.out_of_memory[w]:  # marked: no memory to send its result back
+                # (until 2026-12-07 read from the exit status alone: a worker that exited
+                # 71 by itself, os._exit(71) in a library, was reported out of memory)
                 err: BaseException = MemoryError(
                     f"the worker process ran out of memory sending back the result of item "
                     f"{items[k]!r:.200}")
@@ -622,6 +631,7 @@ class ForkPool:
             tasks.close()
             results.close()
         self.workers = []
+        self.out_of_memory.close()
 
     def __enter__(self) -> "ForkPool":
         return self
@@ -631,8 +641,9 @@ class ForkPool:
 
 
 #: The exit status of a :class:`ForkPool` worker that had no memory to send its result back
-#: (EX_OSERR, as the CLI's for the system refusing memory): :meth:`ForkPool.imap` raises
-#: ``MemoryError`` for it.  It exits rather than sending a smaller reply: a send that failed
+#: (EX_OSERR, as the CLI's for the system refusing memory), after it marked its byte of
+#: :attr:`ForkPool.out_of_memory`, which is what :meth:`ForkPool.imap` raises
+#: ``MemoryError`` for.  It exits rather than sending a smaller reply: a send that failed
 #: part way would leave the pipe in the middle of a message.
 OUT_OF_MEMORY = 71
 #: The most exceptions of a worker's exception's chain sent back with it.
@@ -686,11 +697,14 @@ def _reply_bytes(reply: tuple, item: Any) -> bytes:
         return ForkingPickler.dumps((False, (why, traceback.format_exc(), ())))
 
 
-def _pool_worker(fn: Callable[[Any], Any], tasks, results, inherited: list) -> None:
-    """A :class:`ForkPool` worker: closes the pool's pipe ends it inherited (so that its
-    own task pipe sees EOF when the pool is gone), then runs ``fn`` on each item it is
-    sent and sends back ``(True, result)`` or ``(False, (exception, traceback text,
-    chain))`` (:func:`_failure`); with no memory to send it, exits :data:`OUT_OF_MEMORY`."""
+def _pool_worker(fn: Callable[[Any], Any], tasks, results, inherited: list,
+                 out_of_memory: mmap.mmap, w: int) -> None:
+    """A :class:`ForkPool` worker, its ``w``-th: closes the pool's pipe ends it inherited
+    (so that its own task pipe sees EOF when the pool is gone), then runs ``fn`` on each
+    item it is sent and sends back ``(True, result)`` or ``(False, (exception, traceback
+    text, chain))`` (:func:`_failure`); with no memory to send it, sets
+    ``out_of_memory[w]`` (no allocation: a byte of a map made before the fork) and exits
+    :data:`OUT_OF_MEMORY`."""
     for conn in inherited:
         conn.close()
     while True:
@@ -707,6 +721,7 @@ def _pool_worker(fn: Callable[[Any], Any], tasks, results, inherited: list) -> N
         try:
             results.send_bytes(_reply_bytes(reply, item))
         except MemoryError:  # (until 2026-12-07 a traceback, and exit status 1)
+            out_of_memory[w] = 1
             sys.exit(OUT_OF_MEMORY)
         except OSError:  # the pool is gone
             return

@@ -852,3 +852,35 @@ def test_lower_with_an_error_holding_a_lock_is_its_line_with_any_j(tmp_path, mon
         assert res.exit_code == 2, (workers, res.output, res.exception)
         assert res.stderr.splitlines() == ["nrtrewrite: error: x.neff: rank 3: planted refusal"]
         assert list(tmp_path.iterdir()) == []
+
+
+def _exit_71_at_2(i):
+    if i == 2:
+        os._exit(71)  # by itself: not the pool's out-of-memory path
+    return i
+
+
+def test_a_worker_exiting_71_by_itself_is_lost_not_out_of_memory():
+    """A worker's exit status 71 was read as "no memory to send its result back" whoever
+    exited so; only a worker that marked itself out of memory is (the test above)."""
+    seen = []
+    with ForkPool(_exit_71_at_2, 2) as pool:
+        err = _within_hang_bound(lambda: seen.extend(r for _i, r in pool.imap(range(6))))
+    assert isinstance(err, WorkerLost), err
+    assert (err.item, err.exitcode, err.handed) == (2, 71, True)
+    assert seen == [0, 1]
+
+
+def test_lower_with_a_worker_exiting_71_by_itself_says_it_exited(tmp_path, monkeypatch):
+    """``lower -j 2`` whose worker for rank 3 exits 71 by itself: the lost worker's line
+    (CLI.md "lower"), status 2, not the out-of-memory line and status 71."""
+    real = lower_mod._emit_batch
+
+    def emit(builder, plan, batch, r, *a, **kw):
+        if r == 3:
+            os._exit(71)
+        return real(builder, plan, batch, r, *a, **kw)
+    monkeypatch.setattr(lower_mod, "_emit_batch", emit)
+    assert _lower_mix8_refused(tmp_path) == [
+        f"nrtrewrite: error: {FIX / 'mix8.neff'}: rank 3: the worker process lowering this "
+        "rank exited (status 71) without its result; nothing was written"]
