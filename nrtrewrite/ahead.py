@@ -436,7 +436,8 @@ def _bare_error(err: BaseException) -> BaseException | None:
     if not isinstance(err, NrtRewriteError):
         return None
     try:
-        cls = next(c for c in type(err).__mro__ if _pickled_by_name(c))
+        cls = next(c for c in type(err).__mro__
+                   if issubclass(c, NrtRewriteError) and _pickled_by_name(c))
         where = {}
         for key in Where.__dataclass_fields__:
             val = getattr(err.where, key)

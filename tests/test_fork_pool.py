@@ -800,6 +800,10 @@ class _Unprintable:
         return "the member"
 
 
+class _Mixin:
+    """A class pickled by name that is no error: never what a bare copy is made of."""
+
+
 def _raise_holding_a_lock(i):
     if i == 0:
         err = errors_mod.LoweringError("refused", file="m.neff", rank=0)
@@ -807,9 +811,13 @@ def _raise_holding_a_lock(i):
         class Local(errors_mod.ResourceError):  # not pickled by name: ResourceError is,
             exit_code = 75  # and comes back with this status
         err = Local("no room", file="m.neff", rank=1)
-    else:
+    elif i == 2:
         err = errors_mod.ValidationError("bad", file="m.neff", member=_Unprintable(),
                                          offset=16)
+    else:
+        class Mixed(_Mixin, errors_mod.SelectionError):  # its MRO: Mixed, _Mixin, ...
+            pass
+        err = Mixed("none legal", trigger=4)
     err.lock = threading.Lock()
     raise err
 
@@ -818,6 +826,7 @@ def _raise_holding_a_lock(i):
     (0, errors_mod.LoweringError, "m.neff: rank 0: refused", 2),
     (1, errors_mod.ResourceError, "m.neff: rank 1: no room", 75),
     (2, errors_mod.ValidationError, "m.neff: member the member, offset 0x10: bad", 2),
+    (3, errors_mod.SelectionError, "trigger 4: none legal", 2),
 ])
 def test_an_error_holding_what_cannot_be_pickled_comes_back_as_its_line(i, cls, line, status):
     """An error of ours with an attribute that cannot be pickled (a lock) came back as a
