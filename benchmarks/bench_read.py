@@ -58,7 +58,7 @@ DEFAULT = ("w32", "w128", "g40000", "g160000", "z3584")
 
 sys.path.insert(0, str(HERE))
 from outdir import (checked_out, entries, hold_out, raise_lost_stop,  # noqa: E402
-                    remove_new, stop_cleanly)
+                    remove_new, stop_cleanly, write_new)
 
 
 def _c7(n: int = 1024) -> bytes:
@@ -236,12 +236,7 @@ def write_whole(path: Path, data: bytes) -> None:
     and one a SIGKILL leaves is removed by the next run (until 2026-12-07 ``NAME.tmp`` in
     ``--out``, which a killed run left for good, counted by later runs as there before)."""
     tmp = path.parent / f".{path.name}.bench-read-tmp-{os.getpid()}-{secrets.token_hex(4)}"
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_new(path, data, tmp)
 
 
 def remove_partial(out: Path) -> list[Path]:

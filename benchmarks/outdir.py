@@ -113,11 +113,13 @@ def remove_new(out: Path, before: set[Path] | None) -> None:
             p.unlink(missing_ok=True)
 
 
-def write_new(path: Path, data: bytes) -> None:
-    """``data`` into ``path`` through ``PATH.tmp``, renamed when whole: whatever stops the
-    write (an error, a stop) removes the ``.tmp`` file, which would otherwise stay behind
-    as an entry the next runs count as there before."""
-    tmp = path.with_suffix(".tmp")
+def write_new(path: Path, data: bytes, tmp: Path | None = None) -> None:
+    """``data`` into ``path`` through ``tmp`` (``PATH.tmp`` where None), renamed when whole:
+    whatever stops the write (an error, a stop) removes ``tmp``, which would otherwise stay
+    behind as an entry the next runs count as there before (bench_read.py's inputs take
+    their own name, ``bench_read.write_whole``)."""
+    if tmp is None:
+        tmp = path.with_suffix(".tmp")
     try:
         tmp.write_bytes(data)
         tmp.replace(path)
