@@ -50,7 +50,8 @@ from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
 from nrtrewrite.emit.legs import end_queue
 from nrtrewrite.emit.tiling import cce_max_elements
-from nrtrewrite.errors import LimitError, LoweringError, OutputError, escape_path, json_text
+from nrtrewrite.errors import (LimitError, LoweringError, OutputError, escape_path, json_text,
+                               path_inside)
 from nrtrewrite.limits import check_plan
 from nrtrewrite import jsonin, jsonout
 from nrtrewrite.ahead import INTERRUPTED, ForkCall, ForkPool, WorkerLost
@@ -1180,11 +1181,8 @@ def _named_in_output(err: OSError, tmp: Path, out: Path) -> None:
         path = getattr(err, attr)
         if not isinstance(path, (str, os.PathLike)):
             continue
-        try:
-            rel = os.path.relpath(path, tmp)
-        except ValueError:  # (another drive)
-            continue
-        if rel not in (os.curdir, os.pardir) and not rel.startswith(os.pardir + os.sep):
+        rel = path_inside(path, tmp)
+        if rel is not None:
             setattr(err, attr, os.path.join(out, rel))
 
 

@@ -312,17 +312,25 @@ def cut_line(text: str) -> str:
 TEMPORARY_FOLDER = "<temporary>"
 
 
-def temporary_name(path: str | os.PathLike, folder: str | os.PathLike) -> str | None:
-    """``path`` named from inside ``folder`` under :data:`TEMPORARY_FOLDER`
-    (``<temporary>/ar2.lowered/rank-0000``), or None where it is not inside it (the folder
-    itself, outside it, another drive)."""
+def path_inside(path: str | os.PathLike, folder: str | os.PathLike) -> str | None:
+    """``path`` relative to ``folder`` where it lies inside it, or None where it does not
+    (the folder itself, outside it, another drive): :func:`temporary_name`, and ``bundle``'s
+    naming of a file of its temporary sibling by its place in the output."""
     try:
         rel = os.path.relpath(path, folder)
     except ValueError:  # (another drive)
         return None
     if rel in (os.curdir, os.pardir) or rel.startswith(os.pardir + os.sep):
         return None
-    return f"{TEMPORARY_FOLDER}/{rel}"
+    return rel
+
+
+def temporary_name(path: str | os.PathLike, folder: str | os.PathLike) -> str | None:
+    """``path`` named from inside ``folder`` under :data:`TEMPORARY_FOLDER`
+    (``<temporary>/ar2.lowered/rank-0000``), or None where it is not inside it (the folder
+    itself, outside it, another drive)."""
+    rel = path_inside(path, folder)
+    return None if rel is None else f"{TEMPORARY_FOLDER}/{rel}"
 
 
 class NrtRewriteError(Exception):
