@@ -61,7 +61,7 @@ from nrtrewrite.neff.container import written_tar_refusal
 from nrtrewrite.neff.instructions import LENGTH_DW, stream_words
 from nrtrewrite.neff.writer import (  # (STALE_AFTER_S: the age after which an unlocked
     # temporary file or folder is taken for a killed run's whatever its PID says)
-    STALE_AFTER_S, pid_alive, rewrite_streams, sibling_stem)
+    STALE_AFTER_S, left_by_killed_writer, rewrite_streams, sibling_stem)
 from nrtrewrite.topology.model import with_platform
 
 #: The non-pseudo word a trigger becomes (docs/FORMATS.md §9; its layout is F.KICK_DTYPE).
@@ -489,15 +489,23 @@ def _sibling(out: Path, kind: str) -> Path:
 
 
 
+def _open_folder(path: str | os.PathLike) -> int | None:
+    """A descriptor of the real folder ``path`` (never through a link), or None where it
+    cannot be opened (gone, a link, not a folder, not readable)."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
 def _try_lock(path: str | os.PathLike) -> tuple[int | None, str]:
     """Open the real folder ``path`` (never through a link) and try its exclusive ``flock``
     without waiting: ``(fd, "taken")``; ``(fd, "no locks")`` where the file system has none;
     ``(None, "held")`` when another process holds it (a live build); ``(None, "absent")``
     when it cannot be opened (gone, a link, not a folder, not readable).  The caller closes
     the descriptor (which releases the lock)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
+    fd = _open_folder(path)
+    if fd is None:
         return None, "absent"
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -529,22 +537,18 @@ def unlock_folder(fd: int | None) -> None:
 
 def _remove_if_stale(path: str, pid: int) -> bool:
     """Remove the temporary folder ``path`` of the process ``pid`` when nothing builds it any
-    more: its lock can be taken (a live build holds it, :func:`lock_folder`), and ``pid`` is
-    no running process here or the folder is more than :data:`STALE_AFTER_S` old (a build
-    killed in another PID namespace: its PID may be a live process of this one, kthreadd's
-    2 say; the age covers the moment between a build's ``mkdir`` and its lock).  Where the
-    file system has no locks, the PID alone decides."""
-    fd, state = _try_lock(path)
+    more (``writer.left_by_killed_writer``, the rule of a temporary file's): its lock can be
+    taken (a live build holds it, :func:`lock_folder`), and ``pid`` is no running process
+    here or the folder is more than :data:`STALE_AFTER_S` old (a build killed in another
+    PID namespace: its PID may be a live process of this one, kthreadd's 2 say; the age
+    covers the moment between a build's ``mkdir`` and its lock).  Where the file system has
+    no locks, the PID alone decides."""
+    fd = _open_folder(path)
     if fd is None:
-        return False  # a live build's, or not a folder to remove
+        return False  # not a folder to remove
     try:
-        if pid_alive(pid):
-            try:
-                old = time.time() - os.fstat(fd).st_mtime > STALE_AFTER_S
-            except OSError:
-                old = False
-            if not (state == "taken" and old):
-                return False
+        if not left_by_killed_writer(fd, pid):
+            return False  # a live build's
         shutil.rmtree(path, ignore_errors=True)  # (the lock held meanwhile)
         return True
     finally:

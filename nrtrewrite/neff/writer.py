@@ -162,13 +162,42 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def left_by_killed_writer(fd: int, pid: int | None) -> bool:
+    """Whether the temporary file or folder open as ``fd``, named with its writer's ``pid``,
+    is a killed writer's, for the caller to remove while it holds ``fd``: its ``flock`` is
+    taken here, without waiting (a live writer holds it: :func:`temp_sibling`,
+    ``bundle.lock_folder``; the lock stays held through ``fd``), and ``pid`` is no running
+    process here (never this process), or, where the file system takes locks, it has not
+    changed for :data:`STALE_AFTER_S` (a writer killed in another PID namespace, whose PID
+    may be a live process of this one); ``pid`` None, a file of the old shape: unchanged
+    for :data:`OLD_STALE_AFTER_S`.  Where the file system has no locks the PID alone decides
+    (the old shape: the age).  The stale-temporary rule of this module's files and of
+    ``bundle``'s folders (a killed ``lower``'s temporary sibling)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        locks = True
+    except BlockingIOError:
+        return False  # a live writer's
+    except OSError:
+        locks = False  # (a file system without locks)
+    if pid is not None:
+        if pid == os.getpid():
+            return False
+        if not pid_alive(pid):
+            return True
+        if not locks:
+            return False
+    try:
+        age = time.time() - os.fstat(fd).st_mtime
+    except OSError:
+        return False
+    return age > (OLD_STALE_AFTER_S if pid is None else STALE_AFTER_S)
+
+
 def _remove_stale_temp(path: str, pid: int | None) -> bool:
     """Remove the temporary file ``path`` when no writer writes it any more: a regular file
-    of this user (never a link, a folder, another user's), whose ``flock`` can be taken (a
-    live writer holds it, :func:`temp_sibling`), and whose ``pid`` runs no process here or
-    which has not changed for :data:`STALE_AFTER_S`; a file of the old shape (``pid`` None)
-    only once unchanged for :data:`OLD_STALE_AFTER_S`.  Where the file system has no locks
-    the PID alone decides (the old shape: the age)."""
+    of this user (never a link, a folder, another user's) that :func:`left_by_killed_writer`
+    takes for a killed writer's."""
     try:
         st = os.lstat(path)
     except OSError:
@@ -180,22 +209,10 @@ def _remove_stale_temp(path: str, pid: int | None) -> bool:
     except OSError:
         return False
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            locks = True
-        except BlockingIOError:
-            return False  # a live writer's
-        except OSError:
-            locks = False  # (a file system without locks)
         held = os.fstat(fd)
         if (held.st_dev, held.st_ino) != (st.st_dev, st.st_ino):
             return False  # (replaced meanwhile: not the file looked at)
-        age = time.time() - held.st_mtime
-        if pid is None:
-            if age <= OLD_STALE_AFTER_S:
-                return False
-        elif pid == os.getpid() or (pid_alive(pid)
-                                    and not (locks and age > STALE_AFTER_S)):
+        if not left_by_killed_writer(fd, pid):
             return False
         now = os.lstat(path)
         if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
