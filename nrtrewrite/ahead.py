@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import itertools
 import mmap
 import multiprocessing
 import multiprocessing.connection
@@ -41,7 +42,7 @@ from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
-from nrtrewrite.errors import NrtRewriteError, Where
+from nrtrewrite.errors import NrtRewriteError, Where, raised_from
 from nrtrewrite.memtune import frozen_gc
 
 #: Items the producer may run ahead of the consumer.
@@ -671,14 +672,8 @@ def _failure(err: BaseException) -> tuple[BaseException, str, tuple[BaseExceptio
     """What a worker sends back for ``err``, raised by ``fn``: the exception (as
     :func:`_sendable` makes it), its traceback text and the exceptions it was raised from
     or during (``__cause__``, else ``__context__``, as the CLI walks them), each sendable."""
-    chain: list[BaseException] = []
-    seen = {id(err)}
-    cur = err.__cause__ or err.__context__
-    while cur is not None and id(cur) not in seen and len(chain) < CHAIN_MAX:
-        seen.add(id(cur))
-        chain.append(_sendable(cur))
-        cur = cur.__cause__ or cur.__context__
-    return _sendable(err), traceback.format_exc(), tuple(chain)
+    chain = tuple(map(_sendable, itertools.islice(raised_from(err), 1, 1 + CHAIN_MAX)))
+    return _sendable(err), traceback.format_exc(), chain
 
 
 def _reply_bytes(reply: tuple, item: Any) -> bytes:

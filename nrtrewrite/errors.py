@@ -13,7 +13,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 #: Control characters (C0, DEL, C1) as an error line shows them: escaped as Python writes
 #: them in a string (``\n``, ``\r``, ``\t``, ``\x1b``), so that a line break or a terminal
@@ -331,6 +331,19 @@ def temporary_name(path: str | os.PathLike, folder: str | os.PathLike) -> str | 
     itself, outside it, another drive)."""
     rel = path_inside(path, folder)
     return None if rel is None else f"{TEMPORARY_FOLDER}/{rel}"
+
+
+def raised_from(err: BaseException) -> Iterator[BaseException]:
+    """``err``, then the exceptions it was raised from or during (its ``__cause__``, else
+    its ``__context__``, and theirs), innermost last, each once (a cycle ends the walk): the
+    chain the CLI's classification reads (``cli._chain``) and a pool worker sends back with
+    its exception (``ahead._failure``)."""
+    seen: set[int] = set()
+    cur: BaseException | None = err
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        yield cur
+        cur = cur.__cause__ or cur.__context__
 
 
 class NrtRewriteError(Exception):

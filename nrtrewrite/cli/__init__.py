@@ -29,7 +29,8 @@ from nrtrewrite import __version__
 from nrtrewrite.cli.commands import COMMANDS
 from nrtrewrite.console import exit_status
 from nrtrewrite.errors import (NrtRewriteError, counted, cut_line, cut_middle,
-                               escape_controls, escape_line, escape_path, path_text)
+                               escape_controls, escape_line, escape_path, path_text,
+                               raised_from)
 
 
 def plain(text: str, style: str = "") -> Text:
@@ -1391,15 +1392,7 @@ def _chain(err: BaseException) -> list[BaseException]:
     taken for the innermost, whose message, a whole traceback, was printed escaped."""
     # (nrtrewrite.ahead is loaded if a worker ran; not imported here, as in _one_line)
     remote = getattr(sys.modules.get("nrtrewrite.ahead"), "RemoteTraceback", None)
-    seen: set[int] = set()
-    out: list[BaseException] = []
-    cur: BaseException | None = err
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        if remote is None or not isinstance(cur, remote):
-            out.append(cur)
-        cur = cur.__cause__ or cur.__context__
-    return out
+    return [e for e in raised_from(err) if remote is None or not isinstance(e, remote)]
 
 
 def _str_or_empty(err: BaseException) -> str:
