@@ -2012,8 +2012,10 @@ def spad_pass_over(triggers: Iterable[Trigger],
     last such triggers first, until the group's entries fit (until 2026-12-07 the default
     took HIER and ``lower`` refused the model, where ``--algo ring`` lowered it); one the
     override forces is not (``lower`` refuses it).  Only groups of more triggers than the
-    SPAD holds entries over the most a trigger takes are selected here."""
+    SPAD holds entries over the most a trigger takes are selected here.  Then the same over
+    all subgraphs for the u16 ``spad_index`` (:func:`_rank_spad_pass_over`)."""
     from nrtrewrite.limits import SPAD_BYTES, SPAD_ENTRIES, short_group
+    triggers = list(triggers)
     by_group: dict[tuple[str, tuple[int, ...]], list[Trigger]] = {}
     for t in triggers:
         by_group.setdefault((t.subgraph, tuple(t.replica_group)), []).append(t)
@@ -2036,7 +2038,73 @@ def spad_pass_over(triggers: Iterable[Trigger],
             if h and not hier_forced(s):
                 out[t.ordinal] = why
                 total -= n - 1
+    _rank_spad_pass_over(triggers, selection_of, out)
     return out
+
+
+def _rank_spad_pass_over(triggers: list[Trigger],
+                         selection_of: Callable[[Trigger], "Selection | None"],
+                         out: dict[int, str]) -> None:
+    """:func:`spad_pass_over` over all subgraphs: a rank's SPAD entries over every subgraph
+    are numbered by the u16 ``spad_index`` (``limits.MAX_RANK_SPAD_ENTRIES``,
+    ``limits.check_plan``), HIER taking one a leg; where the selections (those ``out``
+    already passes over taking one) need more on some rank, HIER is passed over on the last
+    triggers of the model holding such a rank first, until every rank fits; ``out`` takes
+    them (until 2026-12-07 ``lower`` refused 129 subgraphs of 170 HIER all-reduces over one
+    group, 65,790 entries, where ``--algo ring`` lowered them).  A model of at most
+    ``limit / 3`` triggers on every rank is not looked at (it fits whatever is taken)."""
+    from nrtrewrite import limits  # (read at the call: tests lower the limit)
+    limit = limits.MAX_RANK_SPAD_ENTRIES
+    if len(triggers) * _MOST_ENTRIES <= limit:
+        return
+    by_group: dict[tuple[int, ...], list[Trigger]] = {}
+    for t in triggers:
+        by_group.setdefault(tuple(t.replica_group), []).append(t)
+    counts: dict[int, int] = {}
+    for group, trigs in by_group.items():
+        for r in group:
+            counts[r] = counts.get(r, 0) + len(trigs)
+    if max(counts.values()) * _MOST_ENTRIES <= limit:
+        return
+    sels: dict[int, Selection | None] = {}
+    entries: dict[int, int] = {}
+    totals: dict[int, int] = {}
+    for group, trigs in by_group.items():
+        if all(counts[r] * _MOST_ENTRIES <= limit for r in group):
+            continue  # (its ranks fit whatever is taken)
+        n = 0
+        for t in trigs:
+            s = sels[t.ordinal] = selection_of(t)
+            e = entries[t.ordinal] = (len(s.legs) if s is not None and s.alg == EncAlgType.HIER
+                                      and t.ordinal not in out else 1)
+            n += e
+        for r in group:
+            totals[r] = totals.get(r, 0) + n
+    over = {r for r, n in totals.items() if n > limit}
+    if not over:
+        return
+    rank = min(over)
+    groups = [g for g in by_group if rank in g]
+    if len(groups) == 1:
+        why = (f"the collectives of replica group {limits.short_group(groups[0])} need "
+               f"{totals[rank]} SPAD entries on each of its ranks over all subgraphs, HIER "
+               "taking one a leg")
+    else:
+        why = (f"rank {rank} needs {totals[rank]} SPAD entries over all its subgraphs' "
+               "collectives, HIER taking one a leg")
+    why += f"; more than the {limit} a u16 spad_index numbers (MAX_RANK_SPAD_ENTRIES)"
+    for t in reversed(triggers):
+        if not over:
+            break
+        group = tuple(t.replica_group)
+        n = entries.get(t.ordinal, 1)
+        if n == 1 or over.isdisjoint(group) or hier_forced(sels[t.ordinal]):
+            continue
+        out[t.ordinal] = why
+        for r in group:
+            totals[r] -= n - 1
+            if totals[r] <= limit:
+                over.discard(r)
 
 
 def forced_engine(sel: "Selection", op: EncOpType, alg: EncAlgType) -> bool:

@@ -192,3 +192,86 @@ def test_a_leg_clause_the_window_gate_leaves_idle_is_warned_by_lower_as_by_expla
         res = cli(*args)
         assert res.exit_code == 0, res.output
         assert said in res.stderr, (args[0], res.stderr)
+
+
+# -- the u16 spad_index over all subgraphs ------------------------------------------------------
+
+def subgraphs_spec(groups: list[list[int]], per: int) -> dict:
+    """One subgraph a group of ``groups``, each of ``per`` small bf16 all-reduces over it."""
+    ar = {"all_reduce": {"dtype": "bf16", "op": "add", "src": "x", "dst": "y", "bytes": 4096}}
+    return {"header": {"pkg_version": 2, "name": "u16", "lnc_size": 2},
+            "subgraphs": [{"name": f"sg{i:02d}",
+                           "vars": [{"name": "x", "type": "input", "size": 4096},
+                                    {"name": "y", "type": "output", "size": 4096}],
+                           "replica_groups": [g],
+                           "engines": {"sp": [ar] * per}} for i, g in enumerate(groups)]}
+
+
+def test_the_default_passes_hier_over_so_a_ranks_spad_index_fits(tmp_path, monkeypatch):
+    """RELIABILITY §6's "Left": the SPAD gate did not pass HIER over for the u16
+    ``spad_index`` over all subgraphs (MAX_RANK_SPAD_ENTRIES, 65,536).  Unpatched, 129
+    subgraphs of 170 HIER all-reduces over 0, 1, 64, 65 (21,930 triggers, 129 x 510 = 65,790
+    entries) are refused by ``lower`` while ``--algo ring`` (21,930 entries) lowers them; the
+    gate passes HIER over on the last (65,790 - 65,536) / 2 = 127.  That model takes half a
+    minute to lower a rank, so the limit is lowered here to 20: two subgraphs of four HIER
+    all-reduces need 2 x 4 x 3 = 24 entries a rank, (24 - 20) / 2 = 2 passed over, the last
+    two (sg01's), 6 x 3 + 2 = 20; each subgraph's 12 stay under its 512."""
+    from nrtrewrite import limits
+    from nrtrewrite.neff.assembler import assemble_spec
+    monkeypatch.setattr(limits, "MAX_RANK_SPAD_ENTRIES", 20)
+    model = tmp_path / "u16.neff"
+    model.write_bytes(assemble_spec(subgraphs_spec([GROUP, GROUP], 4)))
+    # (forced: refused at trigger 6, whose entries are the 19th to 21st)
+    res = cli("lower", model, "--topology", TOPO, "-j", 1, "--algo", "hier",
+              "-o", tmp_path / "h")
+    assert res.exit_code == 2
+    assert res.stderr.rstrip().endswith(
+        "trigger 6: the collectives of replica group 0,1,64,65 need 24 SPAD entries on each of "
+        "its ranks over all subgraphs, more than the 20 a u16 spad_index numbers "
+        "(MAX_RANK_SPAD_ENTRIES)"), res.stderr
+    assert cli("lower", "-q", model, "--topology", TOPO, "-j", 1, "--algo", "ring",
+               "-o", tmp_path / "r").exit_code == 0
+    out = tmp_path / "d"
+    res = cli("lower", "-q", model, "--topology", TOPO, "-j", 1, "-o", out)
+    assert res.exit_code == 0, res.output
+    assert algorithms(out) == ["HIER"] * 6 + ["RING"] * 2
+    assert cli("simulate", out).exit_code == 0
+    why = ("the collectives of replica group 0,1,64,65 need 24 SPAD entries on each of its "
+           "ranks over all subgraphs, HIER taking one a leg; more than the 20 a u16 "
+           "spad_index numbers (MAX_RANK_SPAD_ENTRIES)")
+    res = cli("explain", model, "--topology", TOPO, "--json")
+    got = [t["lowered"]["algorithm"] for t in json.loads(res.output)["triggers"]]
+    assert got == ["HIER"] * 6 + ["RING"] * 2
+    assert f"; HIER not taken: policy gate: lower refuses it: {why};" in \
+        json.loads(res.output)["triggers"][7]["policy"]["reason"]
+    plan = plan_lowering(read_model(model), LowerOptions(topology=TOPO), only={7})
+    assert [p.selection.alg.name for p in plan.triggers] == ["RING"]
+
+
+def test_groups_of_two_subgraphs_sharing_ranks_pass_hier_over_for_the_rank(
+        tmp_path, monkeypatch):
+    """Groups of different subgraphs sharing ranks add up on the ranks they share
+    (limits.check_plan): 3 HIER all-reduces over 0, 1, 64, 65 (9 entries) and 3 over
+    0, 1, 2, 3, 64, 65, 66, 67 (2 nodes x 4 ranks: HIER, 9 entries) are 18 on rank 0, each
+    group under the limit of 16; (18 - 16) / 2 = 1 passed over, the last trigger."""
+    from nrtrewrite import limits
+    from nrtrewrite.neff.assembler import assemble_spec
+    monkeypatch.setattr(limits, "MAX_RANK_SPAD_ENTRIES", 16)
+    model = tmp_path / "u16.neff"
+    model.write_bytes(assemble_spec(subgraphs_spec([GROUP, [0, 1, 2, 3, 64, 65, 66, 67]], 3)))
+    res = cli("lower", model, "--topology", TOPO, "-j", 1, "--algo", "hier",
+              "-o", tmp_path / "h")
+    assert res.exit_code == 2
+    assert res.stderr.rstrip().endswith(
+        "rank 0: the rank needs 18 SPAD entries over all its subgraphs' collectives, more than "
+        "the 16 a u16 spad_index numbers (MAX_RANK_SPAD_ENTRIES)"), res.stderr
+    out = tmp_path / "d"
+    res = cli("lower", "-q", model, "--topology", TOPO, "-j", 1, "-o", out)
+    assert res.exit_code == 0, res.output
+    assert algorithms(out) == ["HIER"] * 5 + ["RING"]
+    res = cli("explain", model, "--topology", TOPO, "--json", "--trigger", 5)
+    t, = json.loads(res.output)["triggers"]
+    assert t["lowered"]["algorithm"] == "RING"
+    assert ("HIER not taken: policy gate: lower refuses it: rank 0 needs 18 SPAD entries over "
+            "all its subgraphs' collectives, HIER taking one a leg; more than the 16 a u16 "
+            "spad_index numbers (MAX_RANK_SPAD_ENTRIES);") in t["policy"]["reason"]
