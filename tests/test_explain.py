@@ -755,9 +755,9 @@ def _limits_model(tmp_path, mutate) -> str:
     return str(path)
 
 
-def _lower_line(path, tmp_path) -> str:
+def _lower_line(path, tmp_path, *extra) -> str:
     """lower's one error line, without its "nrtrewrite: error: PATH: " head."""
-    res = run("lower", path, "-o", str(tmp_path / "out"), "-j", "1")
+    res = run("lower", path, "-o", str(tmp_path / "out"), "-j", "1", *extra)
     assert res.exit_code == 2 and not (tmp_path / "out").exists(), res.output
     head = f"nrtrewrite: error: {path}: "
     assert res.output.startswith(head) and res.output.count("\n") == 1, res.output
@@ -1058,7 +1058,8 @@ def test_explain_counts_a_hier_triggers_three_spad_entries(tmp_path, monkeypatch
     """Two subgraphs of two HIER all-reduces each on group 0,1,64,65 (lnc 2: two nodes):
     3 entries each (intra RS, inter AR, intra AG; seed 000 §4.3), 12 on every rank.  Under a
     limit of 11 the 12th entry, sg01's second trigger's (trigger 3), is one too many, as
-    tests/test_limits.py works out for lower's plan."""
+    tests/test_limits.py works out for lower's plan (HIER forced: the default passes the last
+    HIER over since 2026-12-07, SELECTION.md "The SPAD gate")."""
     import nrtrewrite.limits as L
     from conftest import hier_in_two_subgraphs
     path = _limits_model(tmp_path, lambda s: hier_in_two_subgraphs(s, _ar(num_elements=512)))
@@ -1066,8 +1067,8 @@ def test_explain_counts_a_hier_triggers_three_spad_entries(tmp_path, monkeypatch
     assert d["model_refusal"] is None
     assert [t["lowered"]["algorithm"] for t in d["triggers"]] == ["HIER"] * 4
     monkeypatch.setattr(L, "MAX_RANK_SPAD_ENTRIES", 11)
-    line = _lower_line(path, tmp_path)
-    d = run_json("explain", path)
+    line = _lower_line(path, tmp_path, "--algo", "hier")
+    d = run_json("explain", path, "--algo", "hier")
     assert d["model_refusal"] == line
     assert line.startswith("member sg01/sp.bin, subgraph sg01, stream sp, instruction 1, "
                            "trigger 3: the collectives of replica group 0,1,64,65 need 12 SPAD")
@@ -1239,14 +1240,14 @@ def test_the_overview_shows_a_hier_triggers_leg_engines(tmp_path, monkeypatch):
 
 def test_a_selection_error_is_said_before_a_model_wide_refusal(tmp_path, monkeypatch):
     """lower checks each trigger's selection before the model-wide limits: with a limit of
-    11 SPAD entries the four HIER triggers (12 entries) are refused as a whole, but an --algo
+    11 SPAD entries the four HIER triggers forced (12 entries) are refused as a whole, but an --algo
     that no trigger can take is refused first, at trigger 0, and explain says it as lower
     does (docs/CLI.md "explain": a selection error names its place as lower does)."""
     import nrtrewrite.limits as L
     from conftest import hier_in_two_subgraphs
     path = _limits_model(tmp_path, lambda s: hier_in_two_subgraphs(s, _ar(num_elements=512)))
     monkeypatch.setattr(L, "MAX_RANK_SPAD_ENTRIES", 11)
-    assert run_json("explain", path)["model_refusal"] is not None
+    assert run_json("explain", path, "--algo", "hier")["model_refusal"] is not None
     res = run("lower", path, "-o", str(tmp_path / "out"), "-j", "1", "--algo", "allreduce:mesh")
     lower_line = _one_line_error(res)
     assert lower_line.startswith(f"{path}: member sg00/sp.bin, subgraph sg00, stream sp, "
