@@ -1535,7 +1535,8 @@ _LeftLeg = tuple[str, Request, "EncAlgType | None", Callable[[EncAlgType], bool]
 
 def _legs_left_none(req: Request, topo: Topology, policy: Policy,
                     override: AlgoOverride | None, op_clause: OverrideClause | None,
-                    left: list[_LeftLeg]) -> SelectionError:
+                    left: list[_LeftLeg], trigger: "Trigger | Request | None" = None,
+                    host_cc: bool = False) -> SelectionError:
     """The error for the HIER legs ``left`` (slot order) the override leaves no engine
     (SELECTION.md §8): the first one's engines and why none is taken
     (:func:`_no_leg_engine`), the others named, then what to pass instead: the override with
@@ -1543,7 +1544,12 @@ def _legs_left_none(req: Request, topo: Topology, policy: Policy,
     there (a leg clause forcing one engine beats an exclusion), and the flat engines it
     allows that are legal for the op and lowerable, which ``--algo`` may force (until
     2026-12-07 the first leg alone, its excluded engines unnamed, and no way out said:
-    ``^ring`` over ranks 0, 1, 64, 65)."""
+    ``^ring`` over ranks 0, 1, 64, 65).  Each way is held to the BD gate ``lower`` applies
+    (``trigger``, a :class:`Trigger`, and ``host_cc``: its legs counted as ``lower``
+    composes them, the leg clauses' HIER as the default selects it, a flat engine forced,
+    :func:`forced_fits`); one over ``TPINC_MAX_BDS`` is not offered but said not to fit,
+    with its leg (until 2026-12-07 offered, and ``lower`` under it refused the trigger again
+    or passed HIER over)."""
     slot, leg_req, unlowerable, allowed = left[0]
     engines = LEG_LEGAL[slot]
     if unlowerable is not None:
@@ -1559,6 +1565,8 @@ def _legs_left_none(req: Request, topo: Topology, policy: Policy,
             forced[name] = pick
     source = override.source if override else "--algo"  # (None: a policy without RING)
     clauses: list[str] | None = None
+    counted = isinstance(trigger, Trigger)  # (a bare request's BDs are not counted)
+    over: list[tuple[str, str]] = []  # (a way out lower refuses, why)
     if len(forced) == len(left):
         # (checked by selecting under it: a leg the first legs' choice hid, one whose
         # policy engine this build cannot lower as a leg, is left none there and forced too)
@@ -1567,15 +1575,27 @@ def _legs_left_none(req: Request, topo: Topology, policy: Policy,
                        if c.target not in forced]
             clauses += [f"{name}:{alg.name.lower()}" for name, alg in forced.items()]
             try:
-                select(req, topo, override=parse_algo_override(";".join(clauses)),
-                       policy=policy)
+                way = parse_algo_override(";".join(clauses))
+                sel = select(trigger if counted else req, topo, override=way, policy=policy,
+                             host_cc=host_cc)
+                if counted and (sel.alg != EncAlgType.HIER or lowered_bd_refusal(
+                        trigger, sel, topo, policy, host_cc) is not None):
+                    # (its HIER passed over by the BD gate, or forced and over the limit)
+                    over.append((f"HIER under {source} {';'.join(clauses)!r}",
+                                 _forced_why(trigger, req, EncAlgType.HIER, way,
+                                                       topo, policy, host_cc)))
+                    clauses = None
                 break
             except _LegsLeftNone as err:
                 if not err.forced or set(err.forced) <= set(forced):
                     clauses = None
                     break
                 forced.update(err.forced)
-            except NrtRewriteError:
+            except NrtRewriteError as err:
+                if counted and _bd_refused(err.reason):
+                    over.append((f"HIER under {source} {';'.join(clauses)!r}",
+                                 _forced_why(trigger, req, EncAlgType.HIER, way,
+                                                       topo, policy, host_cc)))
                 clauses = None
                 break
         else:
@@ -1599,12 +1619,40 @@ def _legs_left_none(req: Request, topo: Topology, policy: Policy,
     flat = [a for a in CANDIDATE_ORDER if a != EncAlgType.HIER
             and (op_clause is None or op_clause.allows(a)) and policy.is_lowerable(a, req.op)
             and PREDICATES[a][1](req, topo, policy, check_window=False)[0]]
+    if counted:
+        for a in flat:
+            if not forced_fits(trigger, req, a, topo, policy, host_cc):
+                over.append((f"{source} {a.name.lower()!r}",
+                             _forced_why(trigger, req, a, None, topo, policy, host_cc)))
+        flat = [a for a in flat if forced_fits(trigger, req, a, topo, policy, host_cc)]
     if flat:
         ways.append(f"{source} may force {' or '.join(a.name for a in flat)} over "
                     "the whole group")
     if ways:
         msg += f"; {', or '.join(ways)}"
+    if len(over) == 1:
+        msg += f"; {over[0][0]} does not fit either ({over[0][1]})"
+    elif over:
+        msg += ("; neither " + ", ".join(f"{text} ({why})" for text, why in over[:-1])
+                + f" nor {over[-1][0]} ({over[-1][1]}) fits")
     return _LegsLeftNone(msg, trigger=req.ordinal, forced=forced if clauses else {})
+
+
+def _bd_refused(reason: str) -> bool:
+    """Whether a selection's refusal is the BD gate's (no engine the default may take fits,
+    or one is refused by its composer): :func:`_no_engine_fits`'s line."""
+    return reason.startswith("no engine the default selection may take")
+
+
+def _forced_why(trigger: Trigger, req: Request, alg: EncAlgType, override: AlgoOverride | None,
+                topo: Topology, policy: Policy, host_cc: bool) -> str:
+    """Why ``lower`` refuses ``alg`` for ``trigger`` under ``override`` (None: ``alg``
+    forced): the BD gate's worst leg and the limit, or its composer's refusal, as
+    :func:`engine_bd_refusal` counts it (a flat engine's legs are the same forced)."""
+    why = engine_bd_refusal(trigger, req, alg, topo, policy, override, host_cc)
+    if why is None:
+        return "its selection is refused"
+    return why.removeprefix(POLICY_GATE).partition(" a leg (")[0]
 
 
 class _LegsLeftNone(SelectionError):
@@ -1627,7 +1675,8 @@ def _largest_slice(req: Request, y: int) -> int:
 
 
 def _hier_legs(req: Request, topo: Topology, policy: Policy, override: AlgoOverride | None,
-               op_clause: OverrideClause | None
+               op_clause: OverrideClause | None, trigger: "Trigger | Request | None" = None,
+               host_cc: bool = False
                ) -> tuple[tuple[Leg, ...], tuple[tuple[str, EncAlgType], ...]]:
     intra, inter = hier_groups(topo, req.group)
     y = len(intra[0])
@@ -1660,7 +1709,7 @@ def _hier_legs(req: Request, topo: Topology, policy: Policy, override: AlgoOverr
             continue
         choices[slot] = alg, why
     if left:
-        raise _legs_left_none(req, topo, policy, override, op_clause, left)
+        raise _legs_left_none(req, topo, policy, override, op_clause, left, trigger, host_cc)
     legs = []
     for slot in used:
         scope, op = LEG_OPS[slot]
@@ -1674,7 +1723,8 @@ def _hier_legs(req: Request, topo: Topology, policy: Policy, override: AlgoOverr
 
 def _lowerable_hier_legs(req: Request, topo: Topology, policy: Policy,
                          override: AlgoOverride | None, op_clause: OverrideClause | None,
-                         legs: tuple[Leg, ...]) -> tuple[tuple[Leg, ...], list[str]]:
+                         legs: tuple[Leg, ...], trigger: "Trigger | Request | None" = None,
+                         host_cc: bool = False) -> tuple[tuple[Leg, ...], list[str]]:
     """Each HIER leg whose engine this build cannot lower as a leg takes the first engine of
     its slot's legal set (precedence order) that it can and whose predicate holds on the
     leg's group (in window first); RING always can.  A leg clause forcing such an engine is
@@ -1733,7 +1783,7 @@ def _lowerable_hier_legs(req: Request, topo: Topology, policy: Policy,
                      f"{pick.name} instead")
     if left:  # (in slot order, as _hier_legs names them)
         left.sort(key=lambda x: list(LEG_OPS).index(x[0]))
-        raise _legs_left_none(req, topo, policy, override, op_clause, left)
+        raise _legs_left_none(req, topo, policy, override, op_clause, left, trigger, host_cc)
     return tuple(out), notes
 
 
@@ -1875,14 +1925,15 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
 
     hier_log: tuple[tuple[str, EncAlgType], ...] = ()
     if policy_alg == EncAlgType.HIER:
-        policy_legs, hier_log = _hier_legs(req, topo, policy, override, clause)
+        policy_legs, hier_log = _hier_legs(req, topo, policy, override, clause, trigger,
+                                           host_cc)
     else:
         policy_legs = (_flat_leg(req, topo, policy_alg, shape.scope, cands[policy_alg].reason),)
 
     lowered_legs, leg_notes = policy_legs, []
     if policy_alg == EncAlgType.HIER and policy.is_lowerable(EncAlgType.HIER, req.op):
         lowered_legs, leg_notes = _lowerable_hier_legs(req, topo, policy, override, clause,
-                                                       policy_legs)
+                                                       policy_legs, trigger, host_cc)
     plan_algs = {policy_alg, *(leg.alg for leg in lowered_legs)}
     fallback_reason = None
     if all(policy.is_lowerable(a, req.op) for a in plan_algs):

@@ -12,6 +12,7 @@ composes any all-reduce forced (§3); a leg clause forcing one engine beats an e
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 from click.testing import CliRunner
@@ -119,3 +120,97 @@ def test_the_way_out_keeps_the_source_and_the_other_clauses(monkeypatch):
         "leg), nor the inter_redsct leg any; NRTREWRITE_ALGO 'allgather:ring;"
         "reduce_scatter:^ring;intra_redsct:ring;inter_redsct:ring' runs the intra_redsct and "
         "inter_redsct legs on RING (a leg clause forcing one engine beats an exclusion)")
+
+
+# -- the way out held to the BD gate lower applies ----------------------------------------------
+
+ROWS_GROUP = [0, 1, 128, 129]  # LNC 1: 128 ranks a node, 8 a device: 2 nodes x 2 ranks
+ROWS_BDS = "{leg} leg would need 96000 {way} BDs, more than TPINC_MAX_BDS 65534"
+
+
+def rows_spec(src_step: int, dst_step: int) -> dict:
+    """An fp16 all-reduce over ROWS_GROUP of 64 partitions x 300 x 5 x 4 = 384000 elements,
+    src and dst dims [[s, 300], [300 s, 5], [1500 s, 4]]: a step of 2 makes every element of
+    that operand a run of its own, a BD each (FORMATS.md, SELECTION.md "The BD gate").
+    SINGLE_CYCLE_RING over the 4 ranks reduces blocks of 384000 / 4 = 96000 elements into
+    OUT; HIER's RING intra legs over 2 ranks run 2 channels (768000 B / 256 KiB), each
+    channel's 192000 elements in 2 blocks of 96000, the reduce-scatter sending from IN and
+    the all-gather from OUT."""
+    def ap(var, step):
+        return {"var": var, "start": 0, "partitions": [0, 64],
+                "dims": [[step, 300], [300 * step, 5], [1500 * step, 4]]}
+    size = 6000 * 2 * 2 + 64
+    return {"header": {"pkg_version": 2, "name": "rows", "lnc_size": 1},
+            "subgraphs": [{"name": "sg00",
+                           "vars": [{"name": "s", "type": "state-buffer", "size": size,
+                                     "partitions": 128},
+                                    {"name": "d", "type": "state-buffer", "size": size,
+                                     "partitions": 128}],
+                           "replica_groups": [ROWS_GROUP],
+                           "engines": {"sp": [{"all_reduce": {
+                               "dtype": "fp16", "op": "add", "src": ap("s", src_step),
+                               "dst": ap("d", dst_step)}}]}}]}
+
+
+def rows_model(tmp_path, src_step: int, dst_step: int):
+    from nrtrewrite.neff.assembler import assemble_spec
+    path = tmp_path / f"rows{src_step}{dst_step}.neff"
+    path.write_bytes(assemble_spec(rows_spec(src_step, dst_step)))
+    return path
+
+
+LEGS_WAY = "^ring;intra_allg:ring;intra_redsct:ring"
+LEFT = ("--algo '^ring' leaves the intra_allg leg no legal engine (its engines: RING, "
+        "KANGARING; KANGARING: device 0 of node 0 has 2 of its 8 ranks in the group; KangaRing "
+        "needs every rank of each device it touches; RING excluded), nor the intra_redsct leg "
+        "any; ")
+
+
+def test_a_way_out_over_tpinc_max_bds_is_not_offered(tmp_path):
+    """RELIABILITY §6's "Left": the way out was checked for legality and lowerability, not
+    against the BD gate.  dst rows of 1 element: HIER's all-gather sends from OUT, 96000
+    M2S BDs a leg, and SINGLE_CYCLE_RING writes 96000 S2M; both ways were offered and
+    ``lower`` refused each (the expected answer: lower under each, exit 2 naming that leg).
+    Now neither is offered and each is said not to fit, with its leg."""
+    model = rows_model(tmp_path, 1, 2)
+    res = cli("lower", model, "--topology", "trn2:nodes=2", "-j", 1, "--algo", "^ring",
+              "-o", tmp_path / "refused")
+    assert res.exit_code == 2
+    assert res.stderr.rstrip().endswith(
+        "trigger 0: " + LEFT + f"neither HIER under --algo '{LEGS_WAY}' (a "
+        + ROWS_BDS.format(leg="send", way="M2S") + ") nor --algo 'single_cycle_ring' (a "
+        + ROWS_BDS.format(leg="recv_reduce_copy_send", way="S2M") + ") fits"), res.stderr
+    res = cli("lower", model, "--topology", "trn2:nodes=2", "-j", 1, "--algo", LEGS_WAY,
+              "-o", tmp_path / "legs")
+    assert res.exit_code == 2 and "HIER a send leg would need 96000 M2S BDs" in res.stderr
+    res = cli("lower", model, "--topology", "trn2:nodes=2", "-j", 1, "--algo",
+              "single_cycle_ring", "-o", tmp_path / "flat")
+    assert res.exit_code == 2 and "a recv_reduce_copy_send leg on channel 0 needs 231 M2S " \
+        "and 96000 S2M BDs" in res.stderr, res.stderr
+    res = cli("explain", model, "--topology", "trn2:nodes=2", "--algo", "^ring", "--json")
+    assert res.exit_code == 2
+    assert json.loads(res.stdout)["error"].endswith(res.stderr.rstrip()[-200:])
+
+
+def test_a_way_out_that_fits_is_offered_beside_one_that_does_not(tmp_path):
+    """src rows of 1 element: HIER's reduce-scatter sends from IN, 96000 M2S BDs a leg, so
+    under the leg clauses the default passes HIER over (and lowers another engine: the
+    clauses run no leg, warned); SINGLE_CYCLE_RING reads and writes rows of 300 and lowers
+    forced.  Only it is offered."""
+    model = rows_model(tmp_path, 2, 1)
+    res = cli("lower", model, "--topology", "trn2:nodes=2", "-j", 1, "--algo", "^ring",
+              "-o", tmp_path / "refused")
+    assert res.exit_code == 2
+    assert res.stderr.rstrip().endswith(
+        "trigger 0: " + LEFT + "--algo may force SINGLE_CYCLE_RING over the whole group; HIER "
+        f"under --algo '{LEGS_WAY}' does not fit either (a "
+        + ROWS_BDS.format(leg="send", way="M2S") + ")"), res.stderr
+    out = tmp_path / "flat"
+    res = cli("lower", "-q", model, "--topology", "trn2:nodes=2", "-j", 1, "--algo",
+              "single_cycle_ring", "-o", out)
+    assert res.exit_code == 0, res.output
+    res = cli("lower", model, "--topology", "trn2:nodes=2", "-j", 1, "--algo", LEGS_WAY,
+              "-o", tmp_path / "legs")
+    assert res.exit_code == 0 and "'intra_allg:ring' applies to nothing" in res.stderr
+    assert json.loads((tmp_path / "legs" / "manifest.json").read_text())["triggers"][0][
+        "algorithm"] != "HIER"
