@@ -1582,8 +1582,8 @@ def _legs_left_none(req: Request, topo: Topology, policy: Policy,
                         trigger, sel, topo, policy, host_cc) is not None):
                     # (its HIER passed over by the BD gate, or forced and over the limit)
                     over.append((f"HIER under {source} {';'.join(clauses)!r}",
-                                 _forced_why(trigger, req, EncAlgType.HIER, way,
-                                                       topo, policy, host_cc)))
+                                 _forced_why(trigger, req, EncAlgType.HIER, way, topo,
+                                             policy, host_cc)))
                     clauses = None
                 break
             except _LegsLeftNone as err:
@@ -1594,8 +1594,8 @@ def _legs_left_none(req: Request, topo: Topology, policy: Policy,
             except NrtRewriteError as err:
                 if counted and _bd_refused(err.reason):
                     over.append((f"HIER under {source} {';'.join(clauses)!r}",
-                                 _forced_why(trigger, req, EncAlgType.HIER, way,
-                                                       topo, policy, host_cc)))
+                                 _forced_why(trigger, req, EncAlgType.HIER, way, topo,
+                                             policy, host_cc)))
                 clauses = None
                 break
         else:
@@ -1605,17 +1605,6 @@ def _legs_left_none(req: Request, topo: Topology, policy: Policy,
     if others:
         msg += (f", nor the {' or '.join(others)} "
                 f"leg{'s' if len(others) > 1 else ''} any")
-    ways = []
-    if clauses is not None:
-        by_alg: dict[EncAlgType, list[str]] = {}
-        for name, alg in forced.items():
-            by_alg.setdefault(alg, []).append(name)
-        runs = "; ".join(f"the {' and '.join(names)} leg{'s' if len(names) > 1 else ''} on "
-                         f"{alg.name}" for alg, names in by_alg.items())
-        beats = any(c.exclude for c in (override.clauses if override else ()))
-        ways.append(f"{source} {';'.join(clauses)!r} runs {runs}"
-                    + (" (a leg clause forcing one engine beats an exclusion)" if beats
-                       else ""))
     flat = [a for a in CANDIDATE_ORDER if a != EncAlgType.HIER
             and (op_clause is None or op_clause.allows(a)) and policy.is_lowerable(a, req.op)
             and PREDICATES[a][1](req, topo, policy, check_window=False)[0]]
@@ -1625,17 +1614,170 @@ def _legs_left_none(req: Request, topo: Topology, policy: Policy,
                 over.append((f"{source} {a.name.lower()!r}",
                              _forced_why(trigger, req, a, None, topo, policy, host_cc)))
         flat = [a for a in flat if forced_fits(trigger, req, a, topo, policy, host_cc)]
-    if flat:
-        ways.append(f"{source} may force {' or '.join(a.name for a in flat)} over "
-                    "the whole group")
-    if ways:
-        msg += f"; {', or '.join(ways)}"
-    if len(over) == 1:
-        msg += f"; {over[0][0]} does not fit either ({over[0][1]})"
-    elif over:
-        msg += ("; neither " + ", ".join(f"{text} ({why})" for text, why in over[:-1])
-                + f" nor {over[-1][0]} ({over[-1][1]}) fits")
-    return _LegsLeftNone(msg, trigger=req.ordinal, forced=forced if clauses else {})
+    way_out = _WayOut(
+        base=msg, source=source,
+        clauses=tuple((c.target, c.text) for c in (override.clauses if override else ())),
+        forced=dict(forced) if clauses is not None else None,
+        beats=any(c.exclude for c in (override.clauses if override else ())),
+        flat=tuple(flat), over=tuple(over))
+    err = _LegsLeftNone(way_out.line(), trigger=req.ordinal,
+                        forced=forced if clauses else {})
+    err.way_out = way_out
+    return err
+
+
+@dataclass(frozen=True)
+class _WayOut:
+    """:func:`_legs_left_none`'s refusal in parts, so that :func:`model_way_out` can say it
+    again after checking its ways against every trigger of the model: ``base`` (the legs
+    left none), the override's ``source`` and ``clauses`` (target, text), the leg clauses
+    the first way forces (``forced``; None: not offered), whether the override excludes
+    (``beats``), the flat engines ``--algo`` may force (``flat``), the ways that do not fit
+    TPINC_MAX_BDS (``over``: text, why) and those another trigger still stops under
+    (``stops``: the override's text, the trigger)."""
+    base: str
+    source: str
+    clauses: tuple[tuple[str, str], ...]
+    forced: "dict[str, EncAlgType] | None"
+    beats: bool
+    flat: tuple[EncAlgType, ...]
+    over: tuple[tuple[str, str], ...]
+    stops: tuple[tuple[str, int], ...] = ()
+    added: tuple[tuple[str, int], ...] = ()  # (a leg forced for another trigger, it)
+
+    def text_of(self, forced: dict[str, EncAlgType]) -> str:
+        """The override's clauses with the leg clauses ``forced`` in place of theirs."""
+        return ";".join([text for target, text in self.clauses if target not in forced]
+                        + [f"{name}:{alg.name.lower()}" for name, alg in forced.items()])
+
+    def line(self) -> str:
+        msg = self.base
+        ways = []
+        if self.forced is not None:
+            by_alg: dict[EncAlgType, list[str]] = {}
+            for name, alg in self.forced.items():
+                by_alg.setdefault(alg, []).append(name)
+            runs = "; ".join(f"the {_and(names)} leg{'s' if len(names) > 1 else ''} "
+                             f"on {alg.name}" for alg, names in by_alg.items())
+            notes = ["a leg clause forcing one engine beats an exclusion"] if self.beats else []
+            by_trigger: dict[int, list[str]] = {}
+            for name, k in self.added:
+                by_trigger.setdefault(k, []).append(name)
+            notes += [f"the {_and(names)} leg{'s' if len(names) > 1 else ''} for trigger {k}"
+                      for k, names in by_trigger.items()]
+            ways.append(f"{self.source} {self.text_of(self.forced)!r} runs {runs}"
+                        + (f" ({'; '.join(notes)})" if notes else ""))
+        if self.flat:
+            ways.append(f"{self.source} may force {' or '.join(a.name for a in self.flat)} "
+                        "over the whole group")
+        if ways:
+            msg += f"; {', or '.join(ways)}"
+        over = self.over
+        if len(over) == 1:
+            msg += f"; {over[0][0]} does not fit either ({over[0][1]})"
+        elif over:
+            msg += ("; neither " + ", ".join(f"{text} ({why})" for text, why in over[:-1])
+                    + f" nor {over[-1][0]} ({over[-1][1]}) fits")
+        if self.stops:
+            msg += "; " + ", and ".join(f"trigger {k} still stops under {self.source} {text!r}"
+                                        for text, k in self.stops)
+        return msg
+
+
+def _and(words: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return " and ".join(words) if len(words) < 3 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topology, *,
+                  policy: Policy = DEFAULT_POLICY, host_cc: bool = False) -> NrtRewriteError:
+    """``err``, a refusal of :func:`_legs_left_none` or the BD gate's (:func:`_no_engine_fits`)
+    at one trigger, with its ways out checked against every trigger of the model
+    (``triggers``) as ``lower`` selects them under each (and counts a forced engine's legs,
+    :func:`lowered_bd_refusal`, and runs its own checks, :func:`_lower_refuses`; not the
+    engines' ``prepare`` nor the model-wide limits): a leg another trigger leaves none under
+    the leg clauses is forced too (an all-gather's ``inter_allg`` behind an all-reduce's
+    intra legs), and a way some trigger still stops under is not offered but the first such
+    trigger named (until 2026-12-07 the ways were checked on the trigger that stopped alone:
+    ``--algo '^ring'`` on a model of a two-node all-reduce and all-gather offered ``--algo``
+    forcing SINGLE_CYCLE_RING, all-reduce only).  Any other error is returned as it is."""
+    way = getattr(err, "way_out", None)
+    bd_way = getattr(err, "bd_way_out", None)
+    if (way is None or (way.forced is None and not way.flat)) and not (bd_way and bd_way[4]):
+        return err
+    triggers = list(triggers)
+
+    def first_stop(text: str) -> tuple[int | None, dict[str, EncAlgType]]:
+        override = parse_algo_override(text)
+        seen = set()
+        for t in triggers:
+            key = replace(Request.from_trigger(t), ordinal=0)
+            if key in seen:
+                continue
+            seen.add(key)
+            try:
+                sel = select(t, topo, override=override, policy=policy, host_cc=host_cc)
+            except _LegsLeftNone as left:
+                return t.ordinal, left.forced
+            except NrtRewriteError:
+                return t.ordinal, {}
+            if (lowered_bd_refusal(t, sel, topo, policy, host_cc) is not None
+                    or _lower_refuses(t)):  # (lower's own checks: whatever the engine)
+                return t.ordinal, {}
+        return None, {}
+
+    if way is None:  # (the BD gate's refusal: the engines --algo may force)
+        req, cands, gated, override, forcible = bd_way
+        kept, stopped = [], []
+        for a in forcible:
+            k = first_stop(a.name.lower())[0]
+            if k is None:
+                kept.append(a)
+            else:
+                stopped.append((a.name.lower(), k))
+        if not stopped:
+            return err
+        return _said_again(err, _no_engine_fits(req, cands, gated, override, kept, stopped))
+    stops: list[tuple[str, int]] = []
+    added: list[tuple[str, int]] = []
+    forced = None if way.forced is None else dict(way.forced)
+    if forced is not None:
+        for _ in range(len(HIER_SLOTS) + 1):
+            k, more = first_stop(way.text_of(forced))
+            if k is None:
+                break
+            if not more or set(more) <= set(forced):
+                stops.append((way.text_of(forced), k))
+                forced = None
+                break
+            added += [(name, k) for name in more if name not in forced]
+            forced.update(more)
+        else:
+            stops.append((way.text_of(forced), k))
+            forced = None
+    flat = []
+    for a in way.flat:
+        k = first_stop(a.name.lower())[0]
+        if k is None:
+            flat.append(a)
+        else:
+            stops.append((a.name.lower(), k))
+    new = replace(way, forced=forced, flat=tuple(flat), stops=tuple(stops),
+                  added=tuple(added) if forced is not None else ())
+    if new == way:
+        return err
+    out = _said_again(err, new.line())
+    out.way_out = new
+    return out
+
+
+def _said_again(err: NrtRewriteError, why: str) -> NrtRewriteError:
+    """``err`` at its place with the reason ``why``."""
+    out = err.elsewhere(err.where)
+    out.reason = why
+    out.reason_chars = len(why)
+    out.args = (out.line(),)
+    return out
 
 
 def _bd_refused(reason: str) -> bool:
@@ -1894,7 +2036,11 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
             # docs/CLI.md "explain" says of any selection lower refuses; until 2026-12-07
             # explain showed it INVALID, exit 0, unless a clause of the op's governed it,
             # so '^single_cycle_ring' was an error and 'inter_allr:ring' not: review 53i)
-            raise SelectionError(msg, trigger=req.ordinal)
+            err = SelectionError(msg, trigger=req.ordinal)
+            # (its engines to force, held to every trigger of the model: model_way_out)
+            err.bd_way_out = (req, dict(cands), passed_over, override if clause else None,
+                              tuple(forcible))
+            raise err
         if picked is None:
             why = "; ".join(f"{cands[a].predicate}: {cands[a].reason}" for a in cascade)
             # (a group of one rank is "1 rank", errors.counted: until 2026-12-06 "1 ranks")
@@ -2005,7 +2151,8 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
 
 def _no_engine_fits(req: Request, cands: dict[EncAlgType, Candidate],
                     gated: list[EncAlgType], override: AlgoOverride | None,
-                    forcible: list[EncAlgType]) -> str:
+                    forcible: list[EncAlgType],
+                    stops: Iterable[tuple[str, int]] = ()) -> str:
     """The default selection's refusal when every engine it may take that is legal has a leg
     over ``TPINC_MAX_BDS`` or is refused by its composer (the BD gate, SELECTION.md §3): each
     such engine (``gated``) and its worst leg or its composer's reason, the rows that make
@@ -2014,10 +2161,14 @@ def _no_engine_fits(req: Request, cands: dict[EncAlgType, Candidate],
     said where every forced engine was refused: rs_short).  With no leg over the limit
     (every one refused by its composer) the same without the rows and the limit: each
     engine and its composer's reason (from the rank on where ``lower`` names one), then the
-    engines ``--algo`` may force."""
+    engines ``--algo`` may force.  ``stops``: the engines forced that another trigger of the
+    model still stops under (:func:`model_way_out`), by their ``--algo`` text, and that
+    trigger, named after the rest (left out of ``forcible``)."""
     over = [a for a in gated if LOWER_REFUSES not in cands[a].reason]
-    way = (f"--algo may force {' or '.join(a.name for a in forcible)}, whose legs fit"
-           if forcible else "no engine fits forced either")
+    stops = [f"trigger {k} still stops under --algo {text!r}" for text, k in stops]
+    way = "; ".join(([f"--algo may force {' or '.join(a.name for a in forcible)}, whose legs "
+                      "fit"] if forcible else [] if stops else
+                     ["no engine fits forced either"]) + stops)
     legs = "; ".join(f"{a.name} a " + cands[a].reason.rpartition(POLICY_GATE + "a ")[2]
                      .partition(", more than")[0] if a in over else
                      f"{a.name} {cands[a].reason.rpartition(POLICY_GATE)[2]}" for a in gated)
@@ -2189,7 +2340,11 @@ def select_all(model: Model, topo: Topology, override: AlgoOverride | None = Non
                           hier_refusal=spad)
         except SelectionError as err:
             raise err.at(**trigger_where(t))
-    out = [pick(t) for t in chosen]
+    try:
+        out = [pick(t) for t in chosen]
+    except SelectionError as err:  # (its ways out held to every trigger of the model)
+        raise model_way_out(err, model.triggers, topo, policy=policy,
+                            host_cc=host_cc) from None
     mine = {t.ordinal: s for t, s in zip(chosen, out)}
 
     def selection_of(t: Trigger) -> Selection | None:
@@ -2211,7 +2366,7 @@ __all__ = [
     "enc_can_post_hierarchical_operation", "enc_can_post_inter_rdh_operation",
     "enc_can_post_intra_rdh_operation", "enc_can_post_kangaring_operation",
     "enc_can_post_mesh_operation", "enc_can_post_single_cycle_ring", "evaluate_candidates",
-    "group_shape", "hier_groups", "hier_split", "idle_clauses", "parse_alg_name",
+    "group_shape", "hier_groups", "hier_split", "idle_clauses", "model_way_out", "parse_alg_name",
     "parse_algo_override", "parse_op_name", "ranks_by_node", "ranks_text", "select", "select_all",
     "spad_pass_over",
     "DEFAULT_POLICY", "Policy",

@@ -1479,6 +1479,46 @@ def test_the_bd_gate_refusal_names_only_a_forced_engine_that_fits(tmp_path, monk
         assert res.exit_code == 0, res.output
 
 
+def test_the_bd_gate_refusal_names_no_forced_engine_another_trigger_stops_under(
+        tmp_path, monkeypatch):
+    """The engines the refusal says ``--algo`` may force were counted on the trigger refused
+    alone: hostcc_ar2 of the test above followed by a 256 B bf16 all-gather over the same
+    ranks named SINGLE_CYCLE_RING and SINGLE_STEP_MESH, each all-reduce only (SELECTION.md
+    §3), so ``lower`` forced to either stops at the all-gather (trigger 1, lower's answer
+    below).  Now neither is offered; the trigger each still stops at is named."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+
+    monkeypatch.delenv("NRTREWRITE_ALGO", raising=False)
+    s = _ar2_rows("fp16", 1, 2)
+    sg = s["subgraphs"][0]
+    sg["vars"] += [{"name": "a", "type": "input", "size": 256},
+                   {"name": "b", "type": "output", "size": 512}]
+    sg["engines"]["sp"].append({"all_gather": {"dtype": "bf16", "src": "a", "dst": "b",
+                                               "bytes": 256}})
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(s))
+    args = ["--host-cc", "--algo", "^single_cycle_ring"]
+    res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o",
+                                    str(tmp_path / "out"), *args])
+    assert res.exit_code == 2, res.output
+    line = res.stderr.strip()
+    assert "trigger 0: no engine the default selection may take under --algo " \
+        "'^single_cycle_ring' fits TPINC_MAX_BDS" in line, line
+    assert line.endswith("lower refuses such a leg (longer rows, dim 0 of step 1, or a smaller "
+                         "message; trigger 1 still stops under --algo 'single_cycle_ring'; "
+                         "trigger 1 still stops under --algo 'single_step_mesh')"), line
+    for alg in ("single_cycle_ring", "single_step_mesh"):
+        res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o",
+                                        str(tmp_path / alg), "--host-cc", "--algo", alg])
+        assert res.exit_code == 2, res.output
+        assert f"trigger 1: --algo '{alg}' forces {alg.upper()}, refused: " in res.stderr
+    res = CliRunner().invoke(main, ["explain", "--json", str(neff), *args])
+    assert res.exit_code == 2
+    assert json.loads(res.stdout)["error"] == line.removeprefix("nrtrewrite: error: ")
+
+
 def test_an_fp32_reduce_of_short_rows_is_refused_for_its_dtype_not_the_bd_gate(
         tmp_path, monkeypatch):
     """review 52k: the CCE cannot reduce FP32 (seed 000 §3.4), so lower refuses an fp32

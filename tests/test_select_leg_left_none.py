@@ -214,3 +214,68 @@ def test_a_way_out_that_fits_is_offered_beside_one_that_does_not(tmp_path):
     assert res.exit_code == 0 and "'intra_allg:ring' applies to nothing" in res.stderr
     assert json.loads((tmp_path / "legs" / "manifest.json").read_text())["triggers"][0][
         "algorithm"] != "HIER"
+
+
+# -- the way out held to every trigger of the model ---------------------------------------------
+
+def mixed_spec(first: str) -> dict:
+    """The 1 MiB bf16 all-reduce of SPEC and a 256 B bf16 all-gather over the same group,
+    ``first`` (``all_reduce`` or ``all_gather``) first."""
+    ops = {"all_reduce": {"all_reduce": {"dtype": "bf16", "op": "add", "src": "x", "dst": "y",
+                                         "bytes": MIB}},
+           "all_gather": {"all_gather": {"dtype": "bf16", "src": "a", "dst": "b",
+                                         "bytes": 256}}}
+    order = [first] + [k for k in ops if k != first]
+    spec = copy.deepcopy(SPEC)
+    sg = spec["subgraphs"][0]
+    sg["vars"] += [{"name": "a", "type": "input", "size": 256},
+                   {"name": "b", "type": "output", "size": 1024}]
+    sg["engines"]["sp"] = [ops[k] for k in order]
+    return spec
+
+
+@pytest.mark.parametrize("first,line", [
+    # the all-reduce stops first: its intra legs, then the all-gather's inter_allg under them
+    ("all_reduce",
+     "trigger 0: --algo '^ring' leaves the intra_allg leg no legal engine (its engines: RING, "
+     f"KANGARING; KANGARING: {KANGARING_WHY}; RING excluded), nor the intra_redsct leg any; "
+     "--algo '^ring;intra_allg:ring;intra_redsct:ring;inter_allg:ring' runs the intra_allg, "
+     "intra_redsct and inter_allg legs on RING (a leg clause forcing one engine beats an "
+     "exclusion; the inter_allg leg for trigger 1); trigger 1 still stops under --algo "
+     "'single_cycle_ring'"),
+    # the all-gather stops first (no flat engine: test_a_leg_the_first_legs_hid_...), then
+    # the all-reduce's intra_redsct under its clauses
+    ("all_gather",
+     "trigger 0: --algo '^ring' leaves the intra_allg leg no legal engine (its engines: RING, "
+     f"KANGARING; KANGARING: {KANGARING_WHY}; RING excluded), nor the inter_allg leg any; "
+     "--algo '^ring;intra_allg:ring;inter_allg:ring;intra_redsct:ring' runs the intra_allg, "
+     "inter_allg and intra_redsct legs on RING (a leg clause forcing one engine beats an "
+     "exclusion; the intra_redsct leg for trigger 1)"),
+])
+def test_the_way_out_is_held_to_every_trigger_of_the_model(tmp_path, first, line):
+    """RELIABILITY §6's "Left": the way out was checked on the trigger that stopped alone,
+    so on a model of an all-reduce and an all-gather over 0, 1, 64, 65 `--algo '^ring'`
+    offered leg clauses under which the all-gather's inter_allg was left none (MESH, its
+    policy engine, is no HIER leg engine), and SINGLE_CYCLE_RING, which is all-reduce only
+    (SELECTION.md §3).  Now the leg clauses take every trigger's legs and a flat engine a
+    trigger still stops under is not offered but that trigger named.  The expected answers
+    are lower's: the way offered lowers (and simulates), `--algo single_cycle_ring` stops at
+    the all-gather; explain and schedule say lower's line."""
+    from nrtrewrite.neff.assembler import assemble_spec
+    model = tmp_path / "mix.neff"
+    model.write_bytes(assemble_spec(mixed_spec(first)))
+    topo = ("--topology", "trn2:nodes=2")
+    res = cli("lower", model, *topo, "-j", 1, "--algo", "^ring", "-o", tmp_path / "refused")
+    assert res.exit_code == 2
+    assert res.stderr.rstrip().endswith(line), res.stderr
+    way = line.split("--algo '")[2].partition("'")[0]
+    lowers_and_simulates(model, tmp_path / "way", way)
+    res = cli("lower", model, *topo, "-j", 1, "--algo", "single_cycle_ring",
+              "-o", tmp_path / "flat")
+    ag = 1 if first == "all_reduce" else 0
+    assert res.exit_code == 2 and f"trigger {ag}: --algo 'single_cycle_ring' forces " \
+        "SINGLE_CYCLE_RING, refused: " in res.stderr, res.stderr
+    res = cli("explain", model, *topo, "--algo", "^ring", "--json")
+    assert res.exit_code == 2 and json.loads(res.stdout)["error"].endswith(line)
+    res = cli("schedule", model, *topo, "--algo", "^ring", "--rank", 0)
+    assert res.exit_code == 2 and res.stderr.rstrip().endswith(line), res.stderr

@@ -37,8 +37,8 @@ from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Operand
 from nrtrewrite.policy import DEFAULT_POLICY, Policy, fmt_bytes
 from nrtrewrite.select import (
-    Leg, Request, Selection, group_shape, idle_clauses, parse_algo_override, parse_op_name,
-    select, spad_pass_over,
+    Leg, Request, Selection, group_shape, idle_clauses, model_way_out, parse_algo_override,
+    parse_op_name, select, spad_pass_over,
 )
 from nrtrewrite.sizes import parse_size
 from nrtrewrite.topology.model import (
@@ -559,6 +559,8 @@ def _plan_model(m, topo: Topology, override, policy, shown: set[int],
                 done[key] = [select(t, topo, override=override, policy=policy, strict=False,
                                     host_cc=host_cc, hier_refusal=spad), None, None]
             except NrtRewriteError as err:
+                # (a HIER leg left none: its ways out held to every trigger, as lower's)
+                err = model_way_out(err, m.triggers, topo, policy=policy, host_cc=host_cc)
                 done[key] = [err.at(**trigger_where(t)), None, None]
             done[key].append(True)  # (first: this trigger made it)
         else:
