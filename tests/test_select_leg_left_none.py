@@ -279,3 +279,26 @@ def test_the_way_out_is_held_to_every_trigger_of_the_model(tmp_path, first, line
     assert res.exit_code == 2 and json.loads(res.stdout)["error"].endswith(line)
     res = cli("schedule", model, *topo, "--algo", "^ring", "--rank", 0)
     assert res.exit_code == 2 and res.stderr.rstrip().endswith(line), res.stderr
+
+
+def test_the_two_node_fixtures_way_out_forces_the_reduce_scatters_leg_too(tmp_path):
+    """fixtures/two_node128.neff under `--algo '^ring'`: its all-gather (trigger 0) is left
+    no inter_allg engine (MESH, the policy's, is no HIER leg engine, SELECTION.md §6; RING
+    excluded), and the way out offered, `'^ring;inter_allg:ring'`, then stopped at the
+    reduce-scatter (trigger 2) for its inter_redsct leg (lower's answer, until 2026-12-07).
+    Now both legs are forced; lower under the way lowers (rank 0)."""
+    from pathlib import Path
+    model = Path(__file__).resolve().parents[1] / "fixtures" / "two_node128.neff"
+    res = cli("lower", model, "-j", 1, "--rank", 0, "--algo", "^ring", "-o", tmp_path / "r")
+    assert res.exit_code == 2
+    assert res.stderr.rstrip().endswith(
+        "--algo '^ring;inter_allg:ring;inter_redsct:ring' runs the inter_allg and "
+        "inter_redsct legs on RING (a leg clause forcing one engine beats an exclusion; the "
+        "inter_redsct leg for trigger 2)"), res.stderr
+    res = cli("lower", model, "-j", 1, "--rank", 0, "--algo", "^ring;inter_allg:ring",
+              "-o", tmp_path / "old")
+    assert res.exit_code == 2 and "trigger 2: --algo '^ring;inter_allg:ring' leaves the " \
+        "inter_redsct leg no engine" in res.stderr, res.stderr
+    res = cli("lower", "-q", model, "-j", 1, "--rank", 0, "--algo",
+              "^ring;inter_allg:ring;inter_redsct:ring", "-o", tmp_path / "way")
+    assert res.exit_code == 0, res.output
