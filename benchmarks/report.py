@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
+from decimal import ROUND_HALF_EVEN, Context, Decimal, localcontext
 from pathlib import Path
 
 #: Stages of ``lower --rank R`` in the order the lowering runs them.  *hash* and *write* are
@@ -37,15 +39,42 @@ COPY_BOUND_SHARE = 0.10
 CONSTRUCT_TIMES = 100
 
 
-def agreeing_text(x: float, digits: int, agrees) -> str:
-    """``x`` as shown beside a verdict: ``digits`` decimals, or as many more as it takes for
-    ``agrees(shown)``, the verdict worked out on the value shown, to be the verdict on ``x``
-    (a figure rounded onto its target's edge read as a tie beside "does not hold")."""
-    for d in range(digits, 17):
-        text = f"{x:.{d}f}"
-        if agrees(float(text)):
+def _decimal(x: float, scale: int = 1) -> Decimal:
+    """``x`` x ``scale`` exactly: the binary value's every digit, no rounding."""
+    with localcontext(Context(prec=2000)):
+        return Decimal(x) * scale
+
+
+def _digits_shown(exact: Decimal, d: int) -> str:
+    """``exact`` rounded to ``d`` decimals, half to even (as f-strings round a float)."""
+    with localcontext(Context(prec=2000)):
+        return f"{exact.quantize(Decimal(1).scaleb(-d), rounding=ROUND_HALF_EVEN):f}"
+
+
+def _all_digits(exact: Decimal) -> int:
+    """The decimals it takes to show ``exact`` whole (a float's are finite)."""
+    return max(0, -exact.as_tuple().exponent)
+
+
+def agreeing_text(x: float, digits: int, agrees, scale: int = 1) -> str:
+    """``x`` x ``scale`` as shown beside a verdict: ``digits`` decimals, or as many more as
+    it takes for ``agrees(shown)``, the verdict worked out on the decimal shown (a
+    :class:`~decimal.Decimal`, as a reader reads it), to be the verdict on ``x`` (a figure
+    rounded onto its target's edge read as a tie beside "does not hold").  The figure is
+    scaled and rounded exactly, from ``x``'s binary value: until 2026-12-07 11:45 ``100 *
+    x`` was rounded in floating point first, so 0.09999999999999999 (judged below 0.10)
+    read 10.0 %, and where no decimals agreed ``repr`` was returned unchecked.  At the
+    value's every digit the shown decimal is ``x`` itself, which agrees wherever the
+    verdict is ``x`` against the edge as it reads (10, 100, 0.85); a value that does not
+    is refused rather than shown disagreeing."""
+    if not math.isfinite(x):
+        return repr(float(x))
+    exact = _decimal(x, scale)
+    for d in range(digits, max(digits, _all_digits(exact)) + 1):
+        text = _digits_shown(exact, d)
+        if agrees(Decimal(text)):
             return text
-    return repr(x)
+    raise ValueError(f"{x!r}: no digits show it on the side of its target it is judged on")
 
 
 def exponent_text(e: float) -> str:
@@ -53,15 +82,18 @@ def exponent_text(e: float) -> str:
     takes for the shown value to fall on the same side of :data:`LINEAR`'s ends as ``e``
     (until 2026-12-07 always 3: 0.8495 showed as 0.850 beside "does not hold")."""
     holds = LINEAR[0] <= e <= LINEAR[1]
-    return agreeing_text(e, 3, lambda s: (LINEAR[0] <= s <= LINEAR[1]) == holds)
+    lo, hi = (Decimal(str(end)) for end in LINEAR)
+    return agreeing_text(e, 3, lambda s: (lo <= s <= hi) == holds)
 
 
 def copy_share_text(ratio: float) -> str:
     """A ratio to the copy bound in %, judged against :data:`COPY_BOUND_SHARE`: 1 decimal,
     or more at the edge (until 2026-12-07 always 1: 0.0999 showed as 10.0 % beside "does
-    not hold")."""
+    not hold"), worked out on the ratio x 100 exactly (0.09999999999999999 reads
+    9.9999999999999992 %, not 10.0)."""
     holds = ratio >= COPY_BOUND_SHARE
-    return agreeing_text(100 * ratio, 1, lambda s: (s >= 100 * COPY_BOUND_SHARE) == holds)
+    edge = 100 * Decimal(str(COPY_BOUND_SHARE))
+    return agreeing_text(ratio, 1, lambda s: (s >= edge) == holds, scale=100)
 
 
 def construct_text(ratio: float) -> str:
@@ -71,17 +103,27 @@ def construct_text(ratio: float) -> str:
     return agreeing_text(ratio, 0, lambda s: (s >= CONSTRUCT_TIMES) == holds)
 
 
+def at_most_digits(x: float, limit: float, digits: int = 0) -> int:
+    """The decimals, ``digits`` or more, it takes for ``x`` and ``limit`` shown with them to
+    compare (``x <= limit``) as the values do, both rounded exactly from their binary
+    values (two floats differ at their every digit)."""
+    holds = x <= limit
+    a, b = _decimal(x), _decimal(limit)
+    for d in range(digits, max(digits, _all_digits(a), _all_digits(b)) + 1):
+        if (Decimal(_digits_shown(a, d)) <= Decimal(_digits_shown(b, d))) == holds:
+            return d
+    raise ValueError(f"{x!r} <= {limit!r}: no digits show the pair as it compares")
+
+
 def at_most_texts(x: float, limit: float) -> tuple[str, str]:
     """``x`` and ``limit`` (MB) as shown in "X MB <= LIMIT MB", judged ``x <= limit``: no
     decimals, or as many more, the same for both, as it takes for the shown pair to compare
-    as the values do (until 2026-12-07 none: 1300.5 MB showed "1300 MB <= 1300 MB" beside
-    "does not hold")."""
-    holds = x <= limit
-    for d in range(17):
-        a, b = f"{x:.{d}f}", f"{limit:.{d}f}"
-        if (float(a) <= float(b)) == holds:
-            return a, b
-    return repr(x), repr(limit)
+    as the values do (:func:`at_most_digits`; until 2026-12-07 none: 1300.5 MB showed
+    "1300 MB <= 1300 MB" beside "does not hold")."""
+    if not (math.isfinite(x) and math.isfinite(limit)):
+        return repr(float(x)), repr(float(limit))
+    d = at_most_digits(x, limit)
+    return _digits_shown(_decimal(x), d), _digits_shown(_decimal(limit), d)
 
 
 def busy_needed(cores: int) -> float:
@@ -97,9 +139,16 @@ def busy_text(busy: float, cores: int) -> str:
     the threshold was not shown, and 1.599 showed as 1.60 of 2 cores beside "does not
     hold")."""
     need = busy_needed(cores)
-    holds = busy >= need
-    shown = agreeing_text(busy, 2, lambda s: (s >= need) == holds)
-    return f"{shown} of {cores} cores (at least {need:.2f})"
+    return f"{busy_figure(busy, cores)} of {cores} cores (at least {need:.2f})"
+
+
+def busy_figure(busy: float, cores: int) -> str:
+    """The cores busy "every core busy" judges, with the digits that agree with its verdict
+    (2 decimals, or more at the edge; the threshold reads as ``8 x cores / 10``, a decimal
+    of one digit)."""
+    holds = busy >= busy_needed(cores)
+    need = Decimal(8 * cores) / 10
+    return agreeing_text(busy, 2, lambda s: (s >= need) == holds)
 
 
 #: "every core busy" with the rule it is judged by (in the target's name since 2026-12-07;
@@ -138,8 +187,9 @@ def ranges(xs: list[int]) -> str:
 
 def _rank_table(large: list[dict], cli: list[dict] | None, old: bool = False) -> list[str]:
     """``cli``: the whole command's runs (None in a result from before 2026-12-02, whose
-    rows are then left out); ``old``: a result from before 2026-12-07, whose judged figures
-    (bold) are shown as its targets hold them."""
+    rows are then left out); ``old``: a result judged before 2026-12-07 11:17
+    (:func:`judged_digits_agree`), whose judged figures (bold, and the peak RSS against its
+    target) are shown as its targets hold them."""
     cols = [f"`{r['model'].removesuffix('.neff')}` `--rank {r['rank']}`" for r in large]
     rows = [
         ("records, artifact bytes", [f"{r['records'] / 1e6:.1f} M, {_mb(r['bytes'])}"
@@ -174,7 +224,7 @@ def _rank_table(large: list[dict], cli: list[dict] | None, old: bool = False) ->
                                  for r in large]),
         ("stages (s)", [", ".join(f"{k} {r['stages'][k]:.2f}" for k in STAGES
                                   if k in r["stages"]) for r in large]),
-        _rss_row(large, cli),
+        _rss_row(large, cli, old),
         ("channels in use (SPAD entries by algorithm: channels x entries)",
          [f"{ranges(r['channels']['used'])} of {r['channels']['entries']} entries; "
           + "; ".join(f"{a} " + ", ".join(f"{n} ch x{v}" for n, v in c_.items())
@@ -187,27 +237,44 @@ def _rank_table(large: list[dict], cli: list[dict] | None, old: bool = False) ->
     return out
 
 
-def _rss_row(large: list[dict], cli: list[dict] | None) -> tuple[str, list[str]]:
+def _peak_digits(peaks: list[float], limit: float, old: bool) -> int:
+    """The decimals of judged peaks shown beside their target: none, or as many as it takes
+    for each to compare with the target shown as it does (:func:`at_most_digits`; until
+    2026-12-07 11:45 none: 1300.5 MB read "1300 MB ... (1,300 MB)"); none in a result
+    judged before then, as its targets hold them."""
+    return 0 if old else max(at_most_digits(p, limit) for p in peaks)
+
+
+def _rss_row(large: list[dict], cli: list[dict] | None, old: bool = False
+             ) -> tuple[str, list[str]]:
     """Peak RSS: since 2026-12-07 summed over each run's processes (sampled; judged), with
     the process's and its child's own peaks; in an older result (no ``peak_rss_sum_mb``)
-    the process's plus its largest child's, as it was judged then."""
-    if "peak_rss_sum_mb" not in large[0]:
-        return ("peak RSS, the largest of the runs (target: 2 x artifacts + 300 MB)",
-                [f"lowering {r['peak_rss_mb']:.0f} MB = {r['peak_rss_self_mb']:.0f} + compose "
-                 f"process {r['peak_rss_compose_mb']:.0f}" + (
-                     f"; whole command {c['peak_rss_mb']:.0f} MB = {c['peak_rss_self_mb']:.0f}"
-                     f" + largest child {c['peak_rss_children_mb']:.0f}" if c else "")
-                 + f" ({r['rss_target_mb']:,.0f} MB)"
-                 for r, c in zip(large, cli or [None] * len(large))])
+    the process's plus its largest child's, as it was judged then.  The judged peaks and
+    the target take :func:`_peak_digits`."""
+    key = "peak_rss_sum_mb" if "peak_rss_sum_mb" in large[0] else "peak_rss_mb"
+    cells = []
+    for r, c in zip(large, cli or [None] * len(large)):
+        d = _peak_digits([r[key]] + ([c[key]] if c else []), r["rss_target_mb"], old)
+        if key == "peak_rss_mb":
+            cells.append(
+                f"lowering {r['peak_rss_mb']:.{d}f} MB = {r['peak_rss_self_mb']:.0f} + compose "
+                f"process {r['peak_rss_compose_mb']:.0f}" + (
+                    f"; whole command {c['peak_rss_mb']:.{d}f} MB = "
+                    f"{c['peak_rss_self_mb']:.0f} + largest child "
+                    f"{c['peak_rss_children_mb']:.0f}" if c else "")
+                + f" ({r['rss_target_mb']:,.{d}f} MB)")
+        else:
+            cells.append(
+                f"lowering {r['peak_rss_sum_mb']:.{d}f} MB (PSS {r['peak_pss_sum_mb']:.0f}; "
+                f"{r['peak_rss_self_mb']:.0f} + compose process {r['peak_rss_compose_mb']:.0f})"
+                + (f"; whole command {c['peak_rss_sum_mb']:.{d}f} MB (PSS "
+                   f"{c['peak_pss_sum_mb']:.0f}; {c['peak_rss_self_mb']:.0f} + largest child "
+                   f"{c['peak_rss_children_mb']:.0f})" if c else "")
+                + f" ({r['rss_target_mb']:,.{d}f} MB)")
+    if key == "peak_rss_mb":
+        return ("peak RSS, the largest of the runs (target: 2 x artifacts + 300 MB)", cells)
     return ("peak RSS summed over the processes, the largest of the runs (PSS; the process "
-            "and its largest child alone) (target: 2 x artifacts + 300 MB)",
-            [f"lowering {r['peak_rss_sum_mb']:.0f} MB (PSS {r['peak_pss_sum_mb']:.0f}; "
-             f"{r['peak_rss_self_mb']:.0f} + compose process {r['peak_rss_compose_mb']:.0f})"
-             + (f"; whole command {c['peak_rss_sum_mb']:.0f} MB (PSS "
-                f"{c['peak_pss_sum_mb']:.0f}; {c['peak_rss_self_mb']:.0f} + largest child "
-                f"{c['peak_rss_children_mb']:.0f})" if c else "")
-             + f" ({r['rss_target_mb']:,.0f} MB)"
-             for r, c in zip(large, cli or [None] * len(large))])
+            "and its largest child alone) (target: 2 x artifacts + 300 MB)", cells)
 
 
 def copy_warning(r: dict) -> str | None:
@@ -230,7 +297,8 @@ def copy_warning(r: dict) -> str | None:
 
 def _construct(ratio: float, old: bool) -> str:
     """The judged construct ratio in the table: with its verdict's digits, or in a result
-    from before 2026-12-07 with none, as its targets hold it."""
+    judged before 2026-12-07 11:17 (:func:`judged_digits_agree`) with none, as its targets
+    hold it."""
     return f"{ratio:.0f}" if old else construct_text(ratio)
 
 
@@ -259,24 +327,34 @@ def _cli_rows(cli: list[dict], old: bool = False) -> list[tuple[str, list[str]]]
     ]
 
 
-def _all_table(a: dict) -> list[str]:
+def _all_table(a: dict, cores: int, old: bool = False) -> list[str]:
+    """The pool's cores busy and each row's peak RSS beside its target with the digits
+    their verdicts take (:func:`busy_figure`, :func:`_peak_digits`; until 2026-12-07 11:45
+    2 and none: 1.599 read "1.60", 313.04 MB "313 MB ... (313 MB)"), or as judged in a
+    result judged before 2026-12-07 11:17."""
     pool = a["pool"]
     out = [f"| all ranks of `{pool['model'].removesuffix('.neff')}` ({pool['records'] / 1e6:.1f}"
            f" M records, {_mb(pool['bytes'])}, written and fsynced) | wall | records/s | "
            "bytes/s | cores busy | peak RSS of all its processes, PSS (target) |",
            "|---|---|---|---|---|---|"]
     for r in (a["serial"], pool):
+        busy = (busy_figure(r["cores_busy"], cores) if r is pool and not old
+                else f"{r['cores_busy']:.2f}")
+        d = _peak_digits([r["peak_rss_sum_mb"]], r["rss_target_mb"], old)
         out.append(f"| `-j {r['jobs']}` | {r['seconds']:.2f} s{_busy([r.get('others_busy_during')])}"
                    f" | {r['records_per_s'] / 1e6:.1f} M | {r['bytes_per_s'] / 1e6:,.0f} MB/s | "
-                   f"{r['cores_busy']:.2f} | {r['peak_rss_sum_mb']:.0f} MB, "
-                   f"{r['peak_pss_sum_mb']:.0f} MB ({r['rss_target_mb']:,.0f} MB) |")
+                   f"{busy} | {r['peak_rss_sum_mb']:.{d}f} MB, "
+                   f"{r['peak_pss_sum_mb']:.0f} MB ({r['rss_target_mb']:,.{d}f} MB) |")
     out.append("")
     out.append(f"Speedup x{a['speedup']:.2f}; the two output trees byte-identical: "
                f"**{'yes' if a['identical'] else 'NO'}**.")
     return out
 
 
-def _sink_table(k: dict) -> list[str]:
+def _sink_table(k: dict, cores: int, old: bool = False) -> list[str]:
+    """As :func:`_all_table`, of the sink's run."""
+    d = _peak_digits([k["peak_rss_sum_mb"]], k["rss_target_mb"], old)
+    busy = f"{k['cores_busy']:.2f}" if old else busy_figure(k["cores_busy"], cores)
     return [f"| all {k['ranks']} ranks of `{k['model'].removesuffix('.neff')}` "
             f"({k['records'] / 1e6:.1f} M records, {_mb(k['bytes'])}), lowered with the pool "
             "into a sink (hashed, no files) | wall | records/s | bytes/s | cores busy | peak RSS "
@@ -284,8 +362,8 @@ def _sink_table(k: dict) -> list[str]:
             "|---|---|---|---|---|---|",
             f"| `-j {k['jobs']}` | {k['seconds']:.2f} s{_busy([k.get('others_busy_during')])} | "
             f"{k['records_per_s'] / 1e6:.1f} M | {k['bytes_per_s'] / 1e6:,.0f} MB/s | "
-            f"{k['cores_busy']:.2f} | {k['peak_rss_sum_mb']:.0f} MB, {k['peak_pss_sum_mb']:.0f} "
-            f"MB ({k['rss_target_mb']:,.0f} MB) |",
+            f"{busy} | {k['peak_rss_sum_mb']:.{d}f} MB, {k['peak_pss_sum_mb']:.0f} "
+            f"MB ({k['rss_target_mb']:,.{d}f} MB) |",
             "",
             "Ranks " + ", ".join(map(str, k["serial_checked"])) + " lowered again serially: "
             "their manifests (every file's SHA-256) "
@@ -293,8 +371,10 @@ def _sink_table(k: dict) -> list[str]:
 
 
 def _scaling_table(scaling: dict, old: bool = False) -> list[str]:
-    """The sweeps; ``old``: a result from before 2026-12-07 (no ``provenance``), whose
-    targets hold the exponents as 3 decimals, shown so here too (review 54o)."""
+    """The sweeps; ``old``: a result without ``provenance`` (run.py before 2026-12-07
+    09:16), whose targets hold the exponents as 3 decimals, shown so here too (review 54o;
+    the exponents' agreeing digits came at 09:11: a result of those five minutes shows 3
+    here)."""
     out = ["| sweep | points: records, ms (of it the writer thread's hash; CPU ms of both "
            "threads) | time ~ records^e | affine fit | CPU ~ records^e |",
            "|---|---|---|---|---|"]
@@ -369,6 +449,17 @@ def _versions(res: dict) -> str:
     return f", Python {p['python']}, numpy {p['numpy']}, construct {p['construct']}"
 
 
+def judged_digits_agree(res: dict) -> bool:
+    """Whether ``res``'s targets were judged with the digits that agree with the verdicts
+    (run.py since 2026-12-07 11:17, fa0d8c8): its "every core busy" targets name their
+    rule (:data:`BUSY_RULE`), which run.py writes since then, and every run has one (the
+    all-ranks pool).  A result judged before, with or without ``provenance`` (a run of
+    09:16 - 11:17 records it: keying on it mixed "x100 ... does not hold" in the targets
+    with "x99.6" in the table), has its table's judged figures shown as its targets hold
+    them: to the digits of then."""
+    return any(BUSY_RULE in t["target"] for t in res["targets"])
+
+
 def render(res: dict, commit: str | None = None, note: str | None = None) -> str:
     """The markdown of one `make bench` result (``last-run.json``'s content)."""
     m = res["machine"]
@@ -390,17 +481,17 @@ def render(res: dict, commit: str | None = None, note: str | None = None) -> str
     lines += ["", "**Targets** (issue 8):", "", "| target | measured | verdict |", "|---|---|---|"]
     lines += [f"| {target_name(t['target'])} | {t['measured']} | "
               f"{'holds' if t['holds'] else '**does not hold**'} |" for t in res["targets"]]
-    old = "provenance" not in res
+    old = not judged_digits_agree(res)
     lines += ["", *_rank_table(res["large"], res.get("large_cli"), old)]
     warnings = [w for w in map(copy_warning, res["large"]) if w]
     if warnings:
         lines += [""] + [f"**Warning**: {w}." for w in warnings]
     for key in ("all_ranks", "all_ranks_large"):
         if key in res:
-            lines += ["", *_all_table(res[key])]
+            lines += ["", *_all_table(res[key], res["cores"], old)]
     if "all_ranks_large_sink" in res:
-        lines += ["", *_sink_table(res["all_ranks_large_sink"])]
-    lines += ["", *_scaling_table(res["scaling"], old=old)]
+        lines += ["", *_sink_table(res["all_ranks_large_sink"], res["cores"], old)]
+    lines += ["", *_scaling_table(res["scaling"], old="provenance" not in res)]
     return "\n".join(lines) + "\n"
 
 

@@ -916,7 +916,7 @@ def main() -> None:
     results["all_ranks"] = all_ranks(mall, cores)
     # every rank of the large model, lowered with the pool into a sink (no files: 32 GB)
     sink = results["all_ranks_large_sink"] = _sub("sink", str(m64), str(cores))
-    _print_sink(sink)
+    _print_sink(sink, cores)
     if args.all_large:  # the large model's every rank written: 64 x 507 MB
         results["all_ranks_large"] = all_ranks(m64, cores)
 
@@ -1212,46 +1212,59 @@ def all_ranks(model: Path, cores: int) -> dict:
     pool = _sub("all", str(model), str(cores))
     res = {"serial": serial, "pool": pool, "identical": serial["sha256"] == pool["sha256"],
            "speedup": serial["seconds"] / pool["seconds"]}
-    _print_all(res, model)
+    _print_all(res, model, cores)
     return res
 
 
-def _print_all(res: dict, model: Path) -> None:
+def _print_all(res: dict, model: Path, cores: int) -> None:
+    """Both runs; the pool's cores busy and each peak RSS beside its target with the digits
+    their verdicts take (:func:`targets`)."""
     pool = res["pool"]
     print(f"\nall 64 ranks of {model.name} ({pool['records']:,} records, "
           f"{pool['bytes'] / 1e6:,.0f} MB, written and fsynced):")
     for r in (res["serial"], pool):
+        busy = (report.busy_figure(r["cores_busy"], cores) if r is pool
+                else f"{r['cores_busy']:.2f}")
+        d = report.at_most_digits(r["peak_rss_sum_mb"], r["rss_target_mb"])
         print(f"  -j {r['jobs']}: {r['seconds']:.2f} s, "
               f"{r['records_per_s'] / 1e6:.2f} M records/s, "
-              f"{r['bytes_per_s'] / 1e6:.0f} MB/s, {r['cores_busy']:.2f} cores busy, "
-              f"peak RSS of all its processes {r['peak_rss_sum_mb']:.0f} MB (PSS "
-              f"{r['peak_pss_sum_mb']:.0f}; target {r['rss_target_mb']:.0f})" + _busy_note(r))
+              f"{r['bytes_per_s'] / 1e6:.0f} MB/s, {busy} cores busy, "
+              f"peak RSS of all its processes {r['peak_rss_sum_mb']:.{d}f} MB (PSS "
+              f"{r['peak_pss_sum_mb']:.0f}; target {r['rss_target_mb']:.{d}f})" + _busy_note(r))
     print(f"  speedup x{res['speedup']:.2f}, byte-identical: {res['identical']}")
 
 
-def _print_sink(k: dict) -> None:
+def _print_sink(k: dict, cores: int) -> None:
+    """The sink's run, its judged figures as in :func:`_print_all`."""
+    d = report.at_most_digits(k["peak_rss_sum_mb"], k["rss_target_mb"])
     print(f"\nall {k['ranks']} ranks of {k['model']}, lowered with the pool (-j {k['jobs']}) "
           f"into a sink, no files ({k['records']:,} records, {k['bytes'] / 1e6:,.0f} MB):")
     print(f"  {k['seconds']:.2f} s, {k['records_per_s'] / 1e6:.2f} M records/s, "
-          f"{k['bytes_per_s'] / 1e6:.0f} MB/s, {k['cores_busy']:.2f} cores busy, peak RSS of "
-          f"all its processes {k['peak_rss_sum_mb']:.0f} MB (PSS {k['peak_pss_sum_mb']:.0f}; "
-          f"target {k['rss_target_mb']:.0f}); ranks {k['serial_checked']} lowered again "
+          f"{k['bytes_per_s'] / 1e6:.0f} MB/s, {report.busy_figure(k['cores_busy'], cores)} "
+          f"cores busy, peak RSS of all its processes {k['peak_rss_sum_mb']:.{d}f} MB (PSS "
+          f"{k['peak_pss_sum_mb']:.0f}; target {k['rss_target_mb']:.{d}f}); ranks "
+          f"{k['serial_checked']} lowered again "
           f"serially: {'identical' if k['serial_identical'] else 'NOT identical'}"
           + _busy_note(k))
 
 
 def _print_rank(r: dict, c: dict) -> None:
+    """The rank's figures; those a target judges (the whole command's % of the copy bound,
+    the construct ratio, the peak RSS pair) with the digits that agree with its verdict,
+    as in :func:`targets` (until 2026-12-07 11:45 rounded onto the edge here)."""
     st = r["stages"]
+    d = max(report.at_most_digits(x["peak_rss_sum_mb"], r["rss_target_mb"]) for x in (r, c))
     print(f"\n{r['model']} lower --rank {r['rank']}: {r['records']:,} records, "
           f"{r['bytes'] / 1e6:,.0f} MB")
     print(f"  the whole command: {c['seconds']:.2f} s (median of "
           + ", ".join(f"{x:.2f}" for x in c["seconds_runs"])
           + f" s; imports {c['import_s']:.2f} s before it), {c['records_per_s'] / 1e6:.2f} M "
-          f"records/s, {c['bytes_per_s'] / 1e6:.0f} MB/s -> {100 * c['ratio_to_copy_bound']:.1f}"
-          f" % of the copy bound ({c['copy_warm_bytes_per_s'] / 1e9:.1f} GB/s warm; "
+          f"records/s, {c['bytes_per_s'] / 1e6:.0f} MB/s -> "
+          f"{report.copy_share_text(c['ratio_to_copy_bound'])} % of the copy bound "
+          f"({c['copy_warm_bytes_per_s'] / 1e9:.1f} GB/s warm; "
           f"{100 * c['ratio_to_fresh_copy']:.1f} % of {c['copy_fresh_bytes_per_s'] / 1e9:.1f} "
           f"GB/s into fresh pages); CPU {c['cpu_s']:.2f} s, {c['cores_busy']:.2f} cores; "
-          f"peak RSS summed over its processes {c['peak_rss_sum_mb']:.0f} MB (PSS "
+          f"peak RSS summed over its processes {c['peak_rss_sum_mb']:.{d}f} MB (PSS "
           f"{c['peak_pss_sum_mb']:.0f}; itself {c['peak_rss_self_mb']:.0f} + largest child "
           f"{c['peak_rss_children_mb']:.0f})" + _busy_note(c))
     print(f"  the lowering alone (compose, emit, serialize, files written): {r['lower_s']:.2f} s"
@@ -1270,13 +1283,14 @@ def _print_rank(r: dict, c: dict) -> None:
     print(f"  construct path {r['construct_compiled_s_per_record'] * 1e6:.2f} us/record "
           f"compiled ({r['construct_s_per_record'] * 1e6:.1f} uncompiled) vs ours "
           f"{r['ours_s_per_record'] * 1e9:.0f} ns/record -> "
-          f"x{r['ratio_to_construct_compiled']:.0f} (x{r['ratio_to_construct']:.0f})")
+          f"x{report.construct_text(r['ratio_to_construct_compiled'])} "
+          f"(x{r['ratio_to_construct']:.0f})")
     print(f"  CPU {r['lower_cpu_s']:.2f} s in the lowering's {r['lower_s']:.2f} s: "
           f"{r['lower_cores_busy']:.2f} of {os.cpu_count()} cores busy")
     print("  stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in st.items())
-          + f"; peak RSS summed over its processes {r['peak_rss_sum_mb']:.0f} MB (PSS "
+          + f"; peak RSS summed over its processes {r['peak_rss_sum_mb']:.{d}f} MB (PSS "
           f"{r['peak_pss_sum_mb']:.0f}; itself {r['peak_rss_self_mb']:.0f} + compose process "
-          f"{r['peak_rss_compose_mb']:.0f}; target {r['rss_target_mb']:.0f} MB)")
+          f"{r['peak_rss_compose_mb']:.0f}; target {r['rss_target_mb']:.{d}f} MB)")
     ch = r["channels"]
     print(f"  channels in use: {report.ranges(ch['used'])} over {ch['entries']} SPAD entries; "
           "entries by channel count: " + "; ".join(

@@ -5,8 +5,10 @@ out by hand (docs/PERFORMANCE.md pastes it)."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -459,10 +461,12 @@ def test_single_rank_memory_is_judged_summed_over_the_process_tree(tools):
     assert t["measured"] == "1300.5 MB <= 1300.0 MB"
     res["targets"] = run.targets(res)
     md = report.render(res)
+    # the table's judged peaks and target with the same digits (review 55j: "1300 MB ...
+    # (1,300 MB)" was a tie there too)
     assert ("| peak RSS summed over the processes, the largest of the runs (PSS; the process "
-            "and its largest child alone) (target: 2 x artifacts + 300 MB) | lowering 260 MB "
-            "(PSS 180; 150 + compose process 50); whole command 1300 MB (PSS 700; 300 + "
-            "largest child 100) (1,300 MB) |") in md
+            "and its largest child alone) (target: 2 x artifacts + 300 MB) | lowering 260.0 MB "
+            "(PSS 180; 150 + compose process 50); whole command 1300.5 MB (PSS 700; 300 + "
+            "largest child 100) (1,300.0 MB) |") in md
 
 
 def test_the_rank_workers_sample_the_summed_memory_of_their_processes(tools):
@@ -820,3 +824,124 @@ def test_an_orphaned_memory_sampler_ends(tools, tmp_path):
     else:
         os.kill(pid, 9)
         raise AssertionError("the orphaned sampler was still running")
+
+
+def _reads_as_judged(shown: str, edge: Decimal, holds: bool) -> bool:
+    """Whether a reader, comparing the decimal shown with the edge as it reads, reaches the
+    verdict."""
+    return (Decimal(shown) >= edge) == holds
+
+
+def _around(x: float, steps: int = 40) -> list[float]:
+    """``x`` and the ``steps`` floats either side of it."""
+    out, lo, hi = [x], x, x
+    for _ in range(steps):
+        lo, hi = math.nextafter(lo, -math.inf), math.nextafter(hi, math.inf)
+        out += [lo, hi]
+    return out
+
+
+def test_a_copy_share_one_ulp_below_its_edge_reads_below_it(tools):
+    """Review 55j: the ratio one ulp below 0.10 (judged failing) read "10.0 %": 100 x the
+    ratio rounds onto 10.0 in floating point, and the unchecked ``repr`` of that was shown.
+    Its binary value is 0.09999999999999999167..., x 100 = 9.999999999999999167...: 15
+    decimals are the first to read below 10 (14 round up to 10.00000000000000)."""
+    run, report = tools
+    r = math.nextafter(0.1, 0)
+    assert r < 0.1 and 100 * r == 10.0  # (the float product is on the edge)
+    assert report.copy_share_text(r) == "9.999999999999999"
+    res = _result(copy_ratio=r)
+    t = next(t for t in run.targets(res) if t["target"] == COPY64)
+    assert (t["measured"], t["holds"]) == ("9.999999999999999 % (the lowering alone 20.0 %)",
+                                           False)
+    assert report.copy_share_text(0.1) == "10.0"  # (0.1's binary value is above 0.1)
+
+
+def test_every_judged_figure_reads_as_its_verdict_at_every_float_near_its_edge(tools):
+    """Review 55j: the digits rule holds for every float, not only the sampled ones: at the
+    40 floats either side of each edge (and the edge's float), the figure shown, read as a
+    decimal against the edge as it reads, gives the verdict run.py gives."""
+    _, report = tools
+    for x in _around(0.1):
+        assert _reads_as_judged(report.copy_share_text(x), Decimal(10), x >= 0.1), x
+    for x in _around(100.0) + _around(99.5) + _around(100.5):
+        assert _reads_as_judged(report.construct_text(x), Decimal(100), x >= 100), x
+    for cores in range(1, 9):
+        need = Decimal(8 * cores) / 10
+        for x in _around(float(need)) + _around(8 * cores / 10 - 0.005):
+            shown = report.busy_text(x, cores)
+            assert shown.endswith(f" of {cores} cores (at least {need:.2f})"), shown
+            assert _reads_as_judged(shown.split()[0], need, x >= 8 * cores / 10), (x, cores)
+    for x in _around(0.85) + _around(1.15):
+        e = report.exponent_text(x)
+        assert (Decimal("0.85") <= Decimal(e) <= Decimal("1.15")) == (0.85 <= x <= 1.15), x
+    for limit in (313.0, 1300.0, 0.1 + 0.2):
+        for x in _around(limit, 8) + _around(limit + 0.5, 8):
+            a, b = report.at_most_texts(x, limit)
+            assert (Decimal(a) <= Decimal(b)) == (x <= limit), (x, limit)
+
+
+def test_the_detail_tables_show_a_judged_figure_with_its_verdicts_digits(tools):
+    """Review 55j: the targets showed 1.599 cores and 313.04 MB <= 313.00 MB beside "does not
+    hold", but the all-ranks tables still read "1.60" and "313 MB ... (313 MB)", the rank
+    table "1300 MB ... (1,300 MB)": the same digits there, where a target judges the
+    figure."""
+    run, report = tools
+    res = _result(cores_busy=1.599, sink_busy=1.5999, pool_rss=313.04)
+    res["large_cli"][0]["peak_rss_mb"] = 1300.5
+    res["targets"] = run.targets(res)
+    md = report.render(res)
+    assert "| `-j 2` | 4.00 s | 5.0 M | 100 MB/s | 1.599 | 313.04 MB, 60 MB (313.00 MB) |" in md
+    assert "| `-j 1` | 6.00 s | 5.0 M | 100 MB/s | 1.10 | 90 MB, 60 MB (313 MB) |" in md
+    assert "| 60.0 M | 1,000 MB/s | 1.5999 | 250 MB, 170 MB (1,300 MB) |" in md
+    assert ("| lowering 200.0 MB = 150 + compose process 50; whole command 1300.5 MB = 300 + "
+            "largest child 100 (1,300.0 MB) |") in md
+
+
+def test_run_prints_a_judged_figure_with_its_verdicts_digits(tools, capsys):
+    """Review 55j: run.py's console lines rounded the judged figures onto their edges."""
+    run, _ = tools
+    res = _result(copy_ratio=0.09999, compiled=99.6, cores_busy=1.599, sink_busy=1.5999,
+                  pool_rss=313.04)
+    r, c = res["large"][0], res["large_cli"][0]
+    r["peak_rss_sum_mb"], r["peak_pss_sum_mb"] = 260.0, 180.0
+    c["peak_rss_sum_mb"], c["peak_pss_sum_mb"] = 1300.5, 700.0
+    run._print_rank(r, c)
+    run._print_all(res["all_ranks"], Path("all64.neff"), 2)
+    run._print_sink(res["all_ranks_large_sink"], 2)
+    out = capsys.readouterr().out
+    assert "MB/s -> 9.999 % of the copy bound" in out
+    assert "peak RSS summed over its processes 1300.5 MB (PSS 700;" in out
+    assert "peak RSS summed over its processes 260.0 MB (PSS 180;" in out
+    assert "; target 1300.0 MB)" in out
+    assert "vs ours 80 ns/record -> x99.6 (x100)" in out
+    assert ("100 MB/s, 1.599 cores busy, peak RSS of all its processes 313.04 MB (PSS 60; "
+            "target 313.00)") in out
+    assert "1.10 cores busy, peak RSS of all its processes 90 MB (PSS 60; target 313)" in out
+    assert ("1000 MB/s, 1.5999 cores busy, peak RSS of all its processes 250 MB (PSS 170; "
+            "target 1300)") in out
+
+
+def test_a_result_judged_with_the_old_digits_is_shown_so_with_or_without_provenance(tools):
+    """Review 55j: a result of 09:16 - 11:17 on 2026-12-07 records its provenance, but its
+    targets were judged with the old digits ("x100 ... does not hold" for x99.6); keyed on
+    the provenance, its table showed "x99.6" beside them.  The key is what run.py writes
+    since 11:17: "every core busy" targets naming their rule."""
+    run, report = tools
+    res = _result(compiled=99.6)
+    res["provenance"] = dict(PROVENANCE)
+    res["targets"] = run.targets(res)
+    for t in res["targets"]:  # (as run.py wrote them then)
+        t["target"] = t["target"].replace(report.BUSY_RULE, "every core busy")
+        if t["target"] == CONSTRUCT64:
+            t["measured"] = "x100 (uncompiled: x100)"
+    md = report.render(res)
+    assert "| x100 (uncompiled: x100) | **does not hold** |" in md
+    assert "vs 80 ns: **x100** (x100)" in md and "x99.6" not in md
+    res["targets"] = run.targets(res)  # (judged now)
+    md = report.render(res)
+    assert "| x99.6 (uncompiled: x100) | **does not hold** |" in md
+    assert "vs 80 ns: **x99.6** (x100)" in md
+
+
+
