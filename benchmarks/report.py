@@ -434,11 +434,15 @@ def named_commit(res: dict, commit: str, checkout: Path | None = None
 def _where(res: dict, commit: str | None) -> str:
     """`` in a checkout of COMMIT`` (``--commit``'s as :func:`named_commit` names it, else
     the recorded one, short), with `` with uncommitted changes`` when the run recorded a
-    dirty tree."""
+    dirty tree, or ``, whether with uncommitted changes unknown`` where it recorded a commit
+    but not whether its tree was (git status failed; until 2026-12-07 11:45 that read as a
+    clean tree)."""
     p = res.get("provenance") or {}
     commit = commit or (p.get("commit") or "")[:7]
     if not commit:
         return ""
+    if p.get("commit") and p.get("dirty") is None:  # (git could not tell: run.py's warning)
+        return f" in a checkout of {commit}, whether with uncommitted changes unknown"
     return f" in a checkout of {commit}" + (" with uncommitted changes" if p.get("dirty") else "")
 
 

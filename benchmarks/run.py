@@ -1050,49 +1050,50 @@ def copy_bound(r: dict, c: dict, runs: list[dict], cli: list[dict]) -> None:
     r["copy_check"] = check
 
 
-def _git(src: Path, *args: str) -> tuple[str | None, str]:
-    """``git -C SRC ARGS``'s output, or None and why it failed: git's first line (its
-    ``fatal: `` left out), "" where git said nothing, or that there is no git."""
+def _git(src: Path, *args: str) -> tuple[str | None, str, bool]:
+    """``git -C SRC ARGS``'s output, or None and why it failed, and whether git ran and
+    refused: then git's first line (its ``fatal: `` left out, "no reason given" where it
+    said nothing); else that git could not be run (not on PATH), or did not finish."""
     try:
         res = subprocess.run(["git", "-C", str(src), *args], capture_output=True, text=True,
                              timeout=60)
-    except (OSError, subprocess.SubprocessError) as err:  # (no git)
-        return None, f"git did not run: {err}"
+    except subprocess.TimeoutExpired:
+        return None, "git did not finish in 60 s", False
+    except (OSError, subprocess.SubprocessError) as err:  # (no git on PATH)
+        return None, f"git could not be run ({err})", False
     if res.returncode == 0:
-        return res.stdout, ""
+        return res.stdout, "", False
     why = (res.stderr.strip().splitlines() or [""])[0]
-    return None, why.removeprefix("fatal: ").removeprefix("error: ")
+    return None, why.removeprefix("fatal: ").removeprefix("error: ") or "no reason given", True
 
 
-def _checkout(src: Path) -> tuple[str | None, bool | None]:
+def _checkout(src: Path) -> tuple[str | None, bool | None, str | None]:
     """The commit of the checkout at ``src`` (``git rev-parse HEAD`` where ``src`` is a
-    checkout's top level, not a folder in an enclosing one; else None) and whether its tree
+    checkout's top level, not a folder in an enclosing one; else None), whether its tree
     has changes (``git status --porcelain``: tracked or untracked files not ignored; None
-    without a commit).  Outside git, None silently; where git refuses the checkout (a
-    "dubious ownership" of a checkout another user owns, a damaged one), None with a warning
-    on stderr naming git's reason (until 2026-12-07 silently)."""
-    top, why = _git(src, "rev-parse", "--show-toplevel")
+    without a commit, or where git status failed: unknown), and why a reading failed (None
+    where nothing failed, or outside git: no ``.git`` and git saying so or not there).
+    The reason names its cause as it was: git refusing the checkout (a "dubious ownership"
+    of one another user owns, a damaged one), git not run (not on PATH: until 2026-12-07
+    11:45 worded "git refused the checkout"), git not finishing, the folder gone."""
+    if not src.is_dir():
+        return None, None, f"{src}: the folder is gone"
+    top, why, refused = _git(src, "rev-parse", "--show-toplevel")
     if top is None:
         outside = not (src / ".git").exists() and (
-            "not a git repository" in why or why.startswith("git did not run"))
-        if not outside:
-            _warn(f"{src}: git refused the checkout ({why or 'no reason given'}): the run "
-                  "records no commit")
-        return None, None
+            "not a git repository" in why or why.startswith("git could not be run"))
+        return None, None, (None if outside else f"{src}: git refused the checkout ({why})"
+                            if refused else f"{src}: {why}")
     if Path(top.strip()).resolve() != src:  # (an enclosing repo's)
-        return None, None
-    head, why = _git(src, "rev-parse", "HEAD")
+        return None, None, None
+    head, why, _ = _git(src, "rev-parse", "HEAD")
     commit = (head or "").strip() or None
     if commit is None:
-        _warn(f"{src}: git read no commit ({why or 'no reason given'}): the run records "
-              "none")
-        return None, None
-    status, why = _git(src, "status", "--porcelain")
+        return None, None, f"{src}: git read no commit ({why or 'no reason given'})"
+    status, why, _ = _git(src, "status", "--porcelain")
     if status is None:
-        _warn(f"{src}: git status failed ({why or 'no reason given'}): the run records "
-              "whether the tree had changes as unknown")
-        return commit, None
-    return commit, bool(status.strip())
+        return commit, None, f"{src}: git status failed ({why})"
+    return commit, bool(status.strip()), None
 
 
 def _warn(text: str) -> None:
@@ -1105,7 +1106,8 @@ def provenance(src: Path | None = None) -> dict:
     changes (:func:`_checkout`), the source folder, and the versions of Python, numpy and
     construct (report.py shows them; until 2026-12-07 nothing recorded the commit, and
     ``report.py --commit`` named whatever it was given).  Read when the run starts, and
-    again when it ends (:func:`provenance_at_end`)."""
+    again when it ends (:func:`provenance_at_end`).  A reading that failed is one warning
+    on stderr: the run records no commit, or a commit whose tree is unknown (null)."""
     import platform
 
     import construct
@@ -1113,7 +1115,11 @@ def provenance(src: Path | None = None) -> dict:
 
     if src is None:
         src = Path(nrtrewrite.__file__).resolve().parent.parent
-    commit, dirty = _checkout(src)
+    commit, dirty, why = _checkout(src)
+    if why and commit is None:
+        _warn(f"{why}: the run records no commit")
+    elif why:
+        _warn(f"{why}: the run records whether the tree had changes as unknown")
     return {"commit": commit, "dirty": dirty, "source": str(src),
             "python": platform.python_version(), "numpy": np.__version__,
             "construct": construct.__version__}
@@ -1121,23 +1127,33 @@ def provenance(src: Path | None = None) -> dict:
 
 def provenance_at_end(start: dict) -> dict:
     """``start`` (:func:`provenance` as the run started) with the checkout read again at
-    the run's end: its tree recorded dirty if either reading says so, or if its commit is
-    not the one the run started at (a tree edited or checked out during the run is not the
-    commit the run names; until 2026-12-07 the tree was read at the start only).  A change
-    is noted on stderr."""
+    the run's end, one rule for the tree (``dirty``): True where either reading found
+    changes, or the commit is not the one the run started at (a tree edited or checked out
+    during the run is not the commit the run names; until 2026-12-07 the tree was read at
+    the start only); else None, unknown, where either reading could not tell (git status
+    failed, or the checkout could not be read at the end: the folder gone, git gone, git
+    refusing it; until 2026-12-07 11:45 the start's "clean" was kept, or the unread commit
+    taken as a changed one, with two warnings); else False.  The commit stays the start's.
+    A change or an unknown end is one warning on stderr."""
     if start["commit"] is None:
         return start
-    commit, dirty = _checkout(Path(start["source"]))
+    commit, dirty, why = _checkout(Path(start["source"]))
     out = dict(start)
-    if commit != start["commit"]:
-        _warn(f"{start['source']}: the checkout's commit changed during the run "
-              f"({start['commit'][:12]} -> {(commit or 'none')[:12]}): recorded as "
-              f"{start['commit'][:12]} with uncommitted changes")
+    short = start["commit"][:12]
+    if start["dirty"]:
+        return out  # (changes found at the start: nothing read at the end unsays them)
+    if commit is not None and commit != start["commit"]:
+        _warn(f"{start['source']}: the checkout's commit changed during the run ({short} -> "
+              f"{commit[:12]}): recorded as {short} with uncommitted changes")
         out["dirty"] = True
-    elif dirty and not start["dirty"]:
-        _warn(f"{start['source']}: the tree changed during the run: recorded as with "
-              "uncommitted changes")
+    elif dirty:
+        _warn(f"{start['source']}: the tree changed during the run: recorded as {short} "
+              "with uncommitted changes")
         out["dirty"] = True
+    elif why:
+        _warn(f"at the run's end, {why}: whether the tree changed during the run is unknown: "
+              f"recorded as {short}, whether with uncommitted changes unknown")
+        out["dirty"] = None
     return out
 
 

@@ -759,8 +759,9 @@ def test_a_tree_changed_during_the_run_is_recorded_dirty(tools, checkout, capsys
     (checkout / "a.py").write_text("x = 2\n")  # edited during the run
     end = run.provenance_at_end(start)
     assert (end["commit"], end["dirty"]) == (head, True)
-    assert capsys.readouterr().err == (f"run.py: warning: {checkout}: the tree changed during "
-                                       "the run: recorded as with uncommitted changes\n")
+    assert capsys.readouterr().err == (
+        f"run.py: warning: {checkout}: the tree changed during the run: recorded as "
+        f"{head[:12]} with uncommitted changes\n")  # (review 55j: "recorded as with")
     _git(checkout, "checkout", "-q", "a.py")  # clean again at the end: dirty at the start
     assert run.provenance_at_end(dict(start, dirty=True))["dirty"] is True
     _git(checkout, "commit", "-q", "--allow-empty", "-m", "two")  # committed during the run
@@ -942,6 +943,55 @@ def test_a_result_judged_with_the_old_digits_is_shown_so_with_or_without_provena
     md = report.render(res)
     assert "| x99.6 (uncompiled: x100) | **does not hold** |" in md
     assert "vs 80 ns: **x99.6** (x100)" in md
+
+
+def test_git_not_run_is_worded_as_such(tools, checkout, capsys, monkeypatch):
+    """Review 55j: with git missing from PATH, a checkout read "git refused the checkout
+    (git did not run: ...)"; git refused nothing."""
+    run, _ = tools
+    monkeypatch.setenv("PATH", str(checkout / "no-such-folder"))
+    p = run.provenance(checkout)
+    assert (p["commit"], p["dirty"]) == (None, None)
+    err = capsys.readouterr().err
+    assert err.startswith(f"run.py: warning: {checkout}: git could not be run ([Errno 2] ")
+    assert err.endswith("'git'): the run records no commit\n") and "refused" not in err
+
+
+def test_an_end_git_cannot_read_records_the_tree_unknown_with_one_warning(
+        tools, checkout, capsys):
+    """Review 55j: git status failing at the run's end said "recorded as unknown" but kept
+    the start's clean tree; the checkout gone at the end gave two contradicting warnings
+    (no commit, then the commit "with uncommitted changes").  One rule: an end reading that
+    cannot tell records the tree unknown (null), one warning; a dirty start stays dirty."""
+    import shutil
+
+    run, report = tools
+    head = _git(checkout, "rev-parse", "HEAD").strip()
+    start = run.provenance(checkout)
+    assert start["dirty"] is False and capsys.readouterr().err == ""
+    (checkout / ".git" / "index").write_bytes(b"DIRC garbage")  # damaged during the run
+    end = run.provenance_at_end(start)
+    assert (end["commit"], end["dirty"]) == (head, None)
+    err = capsys.readouterr().err
+    assert err.startswith(f"run.py: warning: at the run's end, {checkout}: git status failed (")
+    assert err.endswith(f"): whether the tree changed during the run is unknown: recorded as "
+                        f"{head[:12]}, whether with uncommitted changes unknown\n")
+    assert err.count("\n") == 1
+    assert run.provenance_at_end(dict(start, dirty=True))["dirty"] is True
+    capsys.readouterr()
+    shutil.rmtree(checkout)  # the source gone
+    end = run.provenance_at_end(start)
+    assert (end["commit"], end["dirty"]) == (head, None)
+    assert capsys.readouterr().err == (
+        f"run.py: warning: at the run's end, {checkout}: the folder is gone: whether the tree "
+        f"changed during the run is unknown: recorded as {head[:12]}, whether with "
+        "uncommitted changes unknown\n")
+    res = _result()
+    res["targets"] = run.targets(res)
+    res["provenance"] = dict(PROVENANCE, dirty=None)
+    assert report.render(res).startswith(
+        "`python benchmarks/run.py` in a checkout of 0123456, whether with uncommitted changes "
+        "unknown, 2026-12-01 12:00:00, ")
 
 
 
