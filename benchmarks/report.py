@@ -319,7 +319,7 @@ def _cli_rows(cli: list[dict], old: bool = False) -> list[tuple[str, list[str]]]
           f"{c['cpu_s']:.2f} s: {c['cores_busy']:.2f} cores" for c in cli]),
         ("the whole command against the copy bound: numpy copy, same size, warm (fresh pages);"
          + (" the best of the model's runs" if "copy_warm_own_bytes_per_s" in cli[0] else
-            " the median run's own (a result from before 2026-12-07)"),
+            " the median run's own (a result from before 2026-12-07 09:11)"),
          [f"{c['copy_warm_bytes_per_s'] / 1e9:.1f} GB/s: "
           f"**{_copy_share(c['ratio_to_copy_bound'], old)} %** "
           f"({c['copy_fresh_bytes_per_s'] / 1e9:.1f} GB/s: "
@@ -414,9 +414,13 @@ def named_commit(res: dict, commit: str, checkout: Path | None = None
         return None, (f"--commit {commit}: the run recorded no commit (it ran outside a git "
                       "checkout, or in one git refused): leave --commit out")
     text = commit.strip().lower()
-    if len(text) >= 4 and all(ch in "0123456789abcdef" for ch in text) \
-            and recorded.startswith(text):
-        return recorded, None
+    hexits = bool(text) and all(ch in "0123456789abcdef" for ch in text)
+    if hexits and recorded.startswith(text):
+        if len(text) >= 4:
+            return recorded, None
+        return None, (f"--commit {commit}: too short to name a commit (4 hex digits at "
+                      f"least, as git takes), though the run's {recorded[:12]} begins "
+                      "with it: name it by 4 or more, or leave --commit out")
     if checkout is not None:
         import subprocess
         try:
@@ -509,9 +513,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=DESCRIPTION)
     ap.add_argument("result", nargs="?",
                     default=str(Path(__file__).resolve().parent / "out" / "last-run.json"))
-    ap.add_argument("--commit", help="the commit the run measured (named in the first line by "
-                    "its full hash; by default the one the run recorded, short; refused when "
-                    "it is another, or when the run recorded none)")
+    ap.add_argument("--commit", help="the commit the run measured, by a name git resolves "
+                    "or a prefix of 4 hex digits or more (named in the first line by the full "
+                    "hash the run recorded, or as typed for a result from before 2026-12-07, "
+                    "which records none; by default the one the run recorded, short; refused "
+                    "when it is another, or when the run recorded none)")
     ap.add_argument("--note", help="a paragraph to put under the first line")
     args = ap.parse_args(argv)
     try:
@@ -539,7 +545,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"report: {args.result}: no {exc} in it, which a run.py result has: run "
               "`make bench` again", file=sys.stderr)
         return 2
-    except (TypeError, ValueError, IndexError, AttributeError) as exc:
+    except (TypeError, ValueError, IndexError, AttributeError, OverflowError) as exc:
+        # (OverflowError: a hand-made int too large for a float, 10**400)
         print(f"report: {args.result}: a value is not what run.py writes ({exc}): run "
               "`make bench` again", file=sys.stderr)
         return 2

@@ -634,7 +634,7 @@ def test_an_older_result_is_shown_as_it_was_judged(tools):
             "0.850 | **does not hold** |") in md
     assert "| x1: 1 k, 2.0 (1.0; 3.0) | **0.850** | 1.5 ms" in md
     assert ("the whole command against the copy bound: numpy copy, same size, warm (fresh "
-            "pages); the median run's own (a result from before 2026-12-07) |") in md
+            "pages); the median run's own (a result from before 2026-12-07 09:11) |") in md
 
 
 PROVENANCE = {"commit": "0123456789abcdef0123456789abcdef01234567", "dirty": True,
@@ -994,4 +994,39 @@ def test_an_end_git_cannot_read_records_the_tree_unknown_with_one_warning(
         "unknown, 2026-12-01 12:00:00, ")
 
 
+def test_a_commit_prefix_too_short_is_refused_as_such(tools, tmp_path, capsys):
+    """Review 55j: ``--commit 0123`` (3 hex digits of the recorded commit) was refused as
+    another commit; --help said the commit is named "by its full hash", though an older
+    result's is named as typed."""
+    run, report = tools
+    res = _result()
+    res["targets"] = run.targets(res)
+    res["provenance"] = dict(PROVENANCE)
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(res))
+    assert report.main([str(f), "--commit", "012"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == (
+        f"report: {f}: --commit 012: too short to name a commit (4 hex digits at least, as git "
+        "takes), though the run's 0123456789ab begins with it: name it by 4 or more, or leave "
+        "--commit out\n")
+    with pytest.raises(SystemExit):
+        report.main(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert ("named in the first line by the full hash the run recorded, or as typed for a "
+            "result from before 2026-12-07, which records none;") in help_text
 
+
+def test_a_ratio_too_large_for_a_float_is_one_line(tools, tmp_path, capsys):
+    """Review 55j: a hand-made ratio of 10**400 (an int JSON reads, no float holds) was an
+    OverflowError traceback."""
+    run, report = tools
+    res = _result()
+    res["targets"] = run.targets(res)
+    res["large"][0]["ratio_to_construct_compiled"] = 10 ** 400
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(res))
+    assert report.main([str(f)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == (f"report: {f}: a value is not what run.py writes (int too "
+                                 "large to convert to float): run `make bench` again\n")
