@@ -106,7 +106,10 @@ def construct_text(ratio: float) -> str:
 def at_most_digits(x: float, limit: float, digits: int = 0) -> int:
     """The decimals, ``digits`` or more, it takes for ``x`` and ``limit`` shown with them to
     compare (``x <= limit``) as the values do, both rounded exactly from their binary
-    values (two floats differ at their every digit)."""
+    values (two floats differ at their every digit); ``digits`` where either is not finite
+    (a hand-made NaN reads "nan" as before)."""
+    if not (math.isfinite(x) and math.isfinite(limit)):
+        return digits
     holds = x <= limit
     a, b = _decimal(x), _decimal(limit)
     for d in range(digits, max(digits, _all_digits(a), _all_digits(b)) + 1):

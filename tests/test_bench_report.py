@@ -1030,3 +1030,14 @@ def test_a_ratio_too_large_for_a_float_is_one_line(tools, tmp_path, capsys):
     out, err = capsys.readouterr()
     assert out == "" and err == (f"report: {f}: a value is not what run.py writes (int too "
                                  "large to convert to float): run `make bench` again\n")
+
+
+def test_a_figure_that_is_not_finite_reads_as_before(tools):
+    """A hand-made NaN peak or cores busy reads "nan", as before the digits rule was worked
+    out exactly (its Decimal has no digits to count: a TypeError made it a refusal)."""
+    run, report = tools
+    res = _result(pool_rss=math.nan, cores_busy=math.nan)
+    res["targets"] = run.targets(res)
+    md = report.render(res)
+    assert "| `-j 2` | 4.00 s | 5.0 M | 100 MB/s | nan | nan MB, 60 MB (313 MB) |" in md
+    assert "| nan of 2 cores (at least 1.60), speedup x1.50, byte-identical |" in md
