@@ -125,7 +125,8 @@ LIMITS: tuple[Limit, ...] = (
     Limit("SPAD_ENTRIES", SPAD_ENTRIES, "derived: 4 KiB / 8-byte spad_ctrl_entry, per subgraph",
           "serialize.serialize_spad, limits.check_plan"),
     Limit("MAX_RANK_SPAD_ENTRIES", MAX_RANK_SPAD_ENTRIES, "ours: the u16 spad_index (an entry's "
-          "index in the rank's spad.bin) of legs.bin and the TOPSP_KICK word", "limits.check_plan"),
+          "index in the rank's spad.bin) of legs.bin and the TOPSP_KICK word",
+          "limits.check_plan; select.spad_pass_over passes the default's HIER over first"),
     Limit("NET_MAX_CREDITS", NET_MAX_CREDITS, "seed 003 §3: credits asserted in (0, 0x1FF]",
           "limits.check_plan"),
     Limit("NET_INDEX_LOOP_SIZE", NET_INDEX_LOOP_SIZE, "seed 003 §3: net_idx_loop_size",
