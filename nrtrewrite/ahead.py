@@ -421,6 +421,8 @@ def _pickled_by_name(cls: type) -> bool:
     """``cls`` pickles as itself (a class defined at a module's top level)."""
     try:
         return _round_trips(cls) is cls
+    except MemoryError:  # no memory to tell: the worker's out-of-memory path (_pool_worker)
+        raise
     except Exception:  # noqa: BLE001 - a local class: PicklingError, AttributeError
         return False
 
@@ -433,7 +435,8 @@ def _bare_error(err: BaseException) -> BaseException | None:
     not pickle as its text; its attributes left behind.  So it reaches the pool's process
     as the same one line and status as with ``-j 1`` (until 2026-12-07 it came back as a
     :class:`RemoteError`, an internal error, status 70, where ``-j 1`` gave 2).  None if
-    ``err`` is no such error, or the copy does not come back whole either."""
+    ``err`` is no such error, or the copy does not come back whole either.  A
+    ``MemoryError`` is raised, never read as "cannot be pickled"."""
     if not isinstance(err, NrtRewriteError):
         return None
     try:
@@ -444,6 +447,8 @@ def _bare_error(err: BaseException) -> BaseException | None:
             val = getattr(err.where, key)
             try:
                 _round_trips(val)
+            except MemoryError:
+                raise
             except Exception:  # noqa: BLE001 - a part that does not pickle: its text
                 val = operator.index(val) if key == "offset" else str(val)
             where[key] = val
@@ -456,6 +461,8 @@ def _bare_error(err: BaseException) -> BaseException | None:
         back = _round_trips(bare)
         if str(back) == line and back.args == (line,) and back.exit_code == err.exit_code:
             return bare
+    except MemoryError:
+        raise
     except Exception:  # noqa: BLE001 - whatever the error's own parts raise
         pass
     return None
@@ -464,17 +471,24 @@ def _bare_error(err: BaseException) -> BaseException | None:
 def _sendable(err: BaseException) -> BaseException:
     """``err`` if it comes back from pickling as an exception of its type, else, for an
     error of ours, its bare copy (:func:`_bare_error`), else a :class:`RemoteError` naming
-    its type and message."""
+    its type and message.  A ``MemoryError`` met on the way is raised: the worker has no
+    memory to send anything (until 2026-12-07 it was read as "cannot be pickled": an error
+    of ours came back as its bare copy or a :class:`RemoteError`, a ``MemoryError`` as an
+    internal error, status 70, where ``-j 1`` gave the out-of-memory line, 71)."""
     try:
         back = _round_trips(err)
         if type(back) is type(err):
             return err
+    except MemoryError:
+        raise
     except Exception:  # noqa: BLE001 - whatever pickling or the type's __init__ raises
         pass
     if (bare := _bare_error(err)) is not None:
         return bare
     try:
         text = str(err)
+    except MemoryError:
+        raise
     except Exception:  # noqa: BLE001
         text = ""
     return RemoteError(type(err).__qualname__, text)
@@ -492,7 +506,8 @@ class ForkPool:
     here the death is seen (each worker's sentinel is waited on beside its results) and
     raises :class:`WorkerLost` naming the item; a worker that died idle (after delivering
     its item, before its next one) raises it when it is handed the next one, naming that
-    item (``handed`` false); a worker with no memory to send its result back raises
+    item (``handed`` false); a worker with no memory to send its result back (or to make
+    the reply of its item's exception: copy it, format its traceback, pickle it) raises
     ``MemoryError`` (it marks its byte of a shared map, then exits :data:`OUT_OF_MEMORY`;
     a worker that exits with that status unmarked is lost as any other).  A loss stops the
     hand-out and is raised at its item's turn, after the items before it, so the first
@@ -642,11 +657,12 @@ class ForkPool:
         self.close()
 
 
-#: The exit status of a :class:`ForkPool` worker that had no memory to send its result back
-#: (EX_OSERR, as the CLI's for the system refusing memory), after it marked its byte of
-#: :attr:`ForkPool.out_of_memory`, which is what :meth:`ForkPool.imap` raises
-#: ``MemoryError`` for.  It exits rather than sending a smaller reply: a send that failed
-#: part way would leave the pipe in the middle of a message.
+#: The exit status of a :class:`ForkPool` worker that had no memory to send its result back,
+#: or to make its reply (:func:`_pool_worker`) (EX_OSERR, as the CLI's for the system
+#: refusing memory), after it marked its byte of :attr:`ForkPool.out_of_memory`, which is
+#: what :meth:`ForkPool.imap` raises ``MemoryError`` for.  It exits rather than sending a
+#: smaller reply: a send that failed part way would leave the pipe in the middle of a
+#: message.
 OUT_OF_MEMORY = 71
 #: The most exceptions of a worker's exception's chain sent back with it.
 CHAIN_MAX = 32
@@ -671,7 +687,9 @@ def _remote_cause(tb: str, chain: Sequence[BaseException]) -> "RemoteTraceback":
 def _failure(err: BaseException) -> tuple[BaseException, str, tuple[BaseException, ...]]:
     """What a worker sends back for ``err``, raised by ``fn``: the exception (as
     :func:`_sendable` makes it), its traceback text and the exceptions it was raised from
-    or during (``__cause__``, else ``__context__``, as the CLI walks them), each sendable."""
+    or during (``__cause__``, else ``__context__``, as the CLI walks them), each sendable.
+    Raises ``MemoryError`` when there is no memory for it (the worker's out-of-memory
+    path); called in the handler of ``err`` (its traceback is the one being handled)."""
     chain = tuple(map(_sendable, itertools.islice(raised_from(err), 1, 1 + CHAIN_MAX)))
     return _sendable(err), traceback.format_exc(), chain
 
@@ -698,7 +716,8 @@ def _pool_worker(fn: Callable[[Any], Any], tasks, results, inherited: list,
     """A :class:`ForkPool` worker, its ``w``-th: closes the pool's pipe ends it inherited
     (so that its own task pipe sees EOF when the pool is gone), then runs ``fn`` on each
     item it is sent and sends back ``(True, result)`` or ``(False, (exception, traceback
-    text, chain))`` (:func:`_failure`); with no memory to send it, sets
+    text, chain))`` (:func:`_failure`); with no memory to make it or send it (a
+    ``MemoryError`` anywhere from the end of ``fn`` to the send), sets
     ``out_of_memory[w]`` (no allocation: a byte of a map made before the fork) and exits
     :data:`OUT_OF_MEMORY`."""
     for conn in inherited:
@@ -709,13 +728,21 @@ def _pool_worker(fn: Callable[[Any], Any], tasks, results, inherited: list,
         except (EOFError, OSError):  # the pool is gone
             return
         try:
-            reply = (True, fn(item))
-        except KeyboardInterrupt:
-            raise
-        except BaseException as err:  # noqa: BLE001 - sent back, raised by the pool's imap
-            reply = (False, _failure(err))
+            try:
+                reply = (True, fn(item))
+            except KeyboardInterrupt:
+                raise
+            except BaseException as err:  # noqa: BLE001 - sent back, raised by the imap
+                # (in this handler: _failure formats the exception being handled)
+                reply = (False, _failure(err))
+            blob = _reply_bytes(reply, item)
+        except MemoryError:  # making the reply: copying the failure, formatting its
+            # traceback, pickling (until 2026-12-07 a MemoryError in _failure was read as
+            # "cannot be pickled", status 70, or escaped with its traceback, status 1)
+            out_of_memory[w] = 1
+            sys.exit(OUT_OF_MEMORY)
         try:
-            results.send_bytes(_reply_bytes(reply, item))
+            results.send_bytes(blob)
         except MemoryError:  # (until 2026-12-07 a traceback, and exit status 1)
             out_of_memory[w] = 1
             sys.exit(OUT_OF_MEMORY)

@@ -6,6 +6,7 @@ was killed)."""
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import signal
@@ -893,3 +894,129 @@ def test_lower_with_a_worker_exiting_71_by_itself_says_it_exited(tmp_path, monke
     assert _lower_mix8_refused(tmp_path) == [
         f"nrtrewrite: error: {FIX / 'mix8.neff'}: rank 3: the worker process lowering this "
         "rank exited (status 71) without its result; nothing was written"]
+
+
+def _raise_holding_no_memory_to_pickle(i):
+    """Item 1 raises an exception whose pickling runs out of memory: an error of ours with an
+    attribute that does, or a ``MemoryError`` of the item's own work whose argument does."""
+    if i == 0:
+        return i
+    if i == 1:
+        err = errors_mod.LoweringError("refused", file="m.neff", rank=1)
+        err.big = _NoMemoryToPickle(b"x")
+        raise err
+    raise MemoryError(_NoMemoryToPickle(b"x"))
+
+
+@pytest.mark.parametrize("item", [1, 2], ids=["error of ours", "MemoryError"])
+def test_a_worker_with_no_memory_to_copy_its_exception_raises_memory_error(item, capfd):
+    """Review 55k: a ``MemoryError`` while the worker test-pickled its exception was read as
+    "cannot be pickled": an error of ours came back as its bare copy (``-j 2`` gave
+    ``internal error: LoweringError: ...``, 70, where ``-j 1`` gave its line, 2), a
+    ``MemoryError`` as a ``RemoteError`` (``internal error: MemoryError``, 70, where ``-j 1``
+    gave the out-of-memory line, 71).  The worker has no memory to send anything: it takes
+    the out-of-memory path (marks its byte, exits ``OUT_OF_MEMORY``, no traceback)."""
+    from nrtrewrite.ahead import OUT_OF_MEMORY
+
+    seen = []
+    with ForkPool(_raise_holding_no_memory_to_pickle, 1) as pool:
+        err = _within_hang_bound(lambda: seen.extend(r for _i, r in pool.imap([0, item])))
+        procs = [p for p, _t, _r in pool.workers]
+    assert type(err) is MemoryError, repr(err)
+    assert str(err) == ("the worker process ran out of memory sending back the result of "
+                        f"item {item}")
+    assert seen == [0]
+    assert [p.exitcode for p in procs] == [OUT_OF_MEMORY]
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def _no_memory_for_the_traceback_at_1(i):
+    """Item 1 raises, and formatting its traceback in the worker runs out of memory (the
+    worker's ``traceback`` module patched: a forked process, the test's is untouched)."""
+    import traceback
+
+    if i == 1:
+        def no_memory(*_a, **_k):
+            raise MemoryError()
+        traceback.format_exc = no_memory
+        raise ValueError("refused")
+    return i
+
+
+def test_a_worker_with_no_memory_to_format_its_traceback_raises_memory_error(capfd):
+    """Review 55k: a ``MemoryError`` in ``traceback.format_exc()`` while the worker made the
+    reply of its item's exception escaped the out-of-memory path: the worker printed its
+    traceback and exited 1, a worker lost (``exited (status 1) without its result``)."""
+    from nrtrewrite.ahead import OUT_OF_MEMORY
+
+    seen = []
+    with ForkPool(_no_memory_for_the_traceback_at_1, 2) as pool:
+        err = _within_hang_bound(lambda: seen.extend(r for _i, r in pool.imap(range(4))))
+        procs = [p for p, _t, _r in pool.workers]
+    assert type(err) is MemoryError, repr(err)
+    assert str(err) == ("the worker process ran out of memory sending back the result of "
+                        "item 1")
+    assert seen == [0]
+    assert OUT_OF_MEMORY in [p.exitcode for p in procs]
+    assert "Traceback" not in capfd.readouterr().err
+
+
+_OUT_OF_MEMORY_LINE = ("nrtrewrite: error: out of memory: 'nrtrewrite {}' needed more memory "
+                       "than the machine gave it (MemoryError; rerun with --traceback to see "
+                       "where)")
+
+
+def test_lower_with_no_memory_to_copy_a_ranks_error_is_out_of_memory(tmp_path, monkeypatch):
+    """``lower -j 2`` whose worker refuses rank 3 with an error whose copy runs out of
+    memory: the out-of-memory line, status 71, nothing left (CLI.md "Errors"; before:
+    ``internal error: LoweringError: ...``, status 70)."""
+    real = lower_mod._emit_batch
+
+    def emit(builder, plan, batch, r, *a, **kw):
+        if r == 3:
+            err = errors_mod.LoweringError("planted refusal", file="x.neff", rank=r)
+            err.big = _NoMemoryToPickle(b"x")
+            raise err
+        return real(builder, plan, batch, r, *a, **kw)
+    monkeypatch.setattr(lower_mod, "_emit_batch", emit)
+    res = CliRunner().invoke(main, ["lower", "-q", str(FIX / "mix8.neff"), "-o",
+                                    str(tmp_path / "out"), "-j", "2"], prog_name="nrtrewrite")
+    assert res.exit_code == 71, (res.output, res.exception)
+    assert res.stderr.splitlines() == [_OUT_OF_MEMORY_LINE.format("lower")]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_simulate_with_no_memory_to_format_a_ranks_traceback_is_out_of_memory(tmp_path,
+                                                                              monkeypatch):
+    """``simulate --json MODEL.neff`` with a pool of 2 whose worker refuses rank 3 and has no
+    memory to format the traceback: the out-of-memory line, status 71, no traceback (before:
+    the worker's traceback, then ``rank 3: ... exited (status 1) without its result``, 2)."""
+    import traceback
+
+    import nrtrewrite.cli.simulate as simulate_mod
+
+    real = lower_mod._emit_batch
+    here = os.getpid()
+
+    def emit(builder, plan, batch, r, *a, **kw):
+        if r == 3:
+            # in the worker, a forked process: this one's traceback module stays whole
+            assert os.getpid() != here, "rank 3 was lowered in the test's process"
+
+            def no_memory(*_a, **_k):
+                raise MemoryError()
+            traceback.format_exc = no_memory
+            raise errors_mod.LoweringError("planted refusal", file="x.neff", rank=r)
+        return real(builder, plan, batch, r, *a, **kw)
+    monkeypatch.setattr(lower_mod, "_emit_batch", emit)
+    monkeypatch.setattr(simulate_mod, "usable_cores", lambda: 2)  # a pool of 2 workers
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))  # (gettempdir gives it)
+    res = CliRunner().invoke(main, ["simulate", "--json", str(FIX / "mix8.neff")],
+                             prog_name="nrtrewrite")
+    assert res.exit_code == 71, (res.output, res.exception)
+    line = _OUT_OF_MEMORY_LINE.format("simulate")
+    assert res.stderr.splitlines() == [line]
+    doc = json.loads(res.stdout)
+    assert (doc["error"], doc["error_trigger"]) == (line.removeprefix("nrtrewrite: error: "),
+                                                    None)
+    assert list(tmp_path.iterdir()) == []
