@@ -435,8 +435,9 @@ def _bare_error(err: BaseException) -> BaseException | None:
     not pickle as its text; its attributes left behind.  So it reaches the pool's process
     as the same one line and status as with ``-j 1`` (until 2026-12-07 it came back as a
     :class:`RemoteError`, an internal error, status 70, where ``-j 1`` gave 2).  None if
-    ``err`` is no such error, or the copy does not come back whole either.  A
-    ``MemoryError`` is raised, never read as "cannot be pickled"."""
+    ``err`` is no such error, or the copy does not come back whole either.  Its notes
+    (``__notes__``, strings) come with it, as with ``-j 1`` (until 2026-12-07 they were
+    left behind).  A ``MemoryError`` is raised, never read as "cannot be pickled"."""
     if not isinstance(err, NrtRewriteError):
         return None
     try:
@@ -458,6 +459,9 @@ def _bare_error(err: BaseException) -> BaseException | None:
         bare.where = Where(**where)
         if bare.exit_code != err.exit_code:
             bare.exit_code = int(err.exit_code)
+        notes = getattr(err, "__notes__", None)
+        if isinstance(notes, list) and all(isinstance(n, str) for n in notes):
+            bare.__notes__ = [str(n) for n in notes]  # (str: a subclass's attributes dropped)
         back = _round_trips(bare)
         if str(back) == line and back.args == (line,) and back.exit_code == err.exit_code:
             return bare

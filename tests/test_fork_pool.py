@@ -1020,3 +1020,22 @@ def test_simulate_with_no_memory_to_format_a_ranks_traceback_is_out_of_memory(tm
     assert (doc["error"], doc["error_trigger"]) == (line.removeprefix("nrtrewrite: error: "),
                                                     None)
     assert list(tmp_path.iterdir()) == []
+
+
+def _raise_holding_a_lock_with_notes(i):
+    err = errors_mod.LoweringError("refused", file="m.neff", rank=i)
+    err.lock = threading.Lock()
+    err.add_note("while lowering the first rank")
+    err.add_note("\u00e9 second note")
+    raise err
+
+
+def test_an_error_holding_what_cannot_be_pickled_keeps_its_notes():
+    """Review 55k: the bare copy of an error that cannot be pickled dropped its notes
+    (``__notes__``), which ``--traceback`` prints under the error with ``-j 1``."""
+    with ForkPool(_raise_holding_a_lock_with_notes, 1) as pool:
+        with pytest.raises(errors_mod.LoweringError) as info:
+            list(pool.imap([0]))
+    assert str(info.value) == "m.neff: rank 0: refused"
+    assert not hasattr(info.value, "lock")
+    assert info.value.__notes__ == ["while lowering the first rank", "\u00e9 second note"]
