@@ -513,17 +513,18 @@ class ForkPool:
     item (``handed`` false); a worker with no memory to send its result back (or to make
     the reply of its item's exception: copy it, format its traceback, pickle it) raises
     ``MemoryError`` (it marks its byte of a shared map, then exits :data:`OUT_OF_MEMORY`;
-    a worker that exits with that status unmarked is lost as any other).  A loss stops the
-    hand-out and is raised at its item's turn, after the items before it, so the first
-    failure in item order is raised whatever the timing.  A worker's exception comes back
-    with the exceptions it was raised from or during (:func:`_remote_cause`).  Fork before
-    starting threads (a fork copies only the calling thread).  :meth:`close` (or leaving
-    the ``with``) kills and reaps the workers, whatever they are doing, so nothing of
-    theirs runs after it."""
+    a worker that exits with that status unmarked is lost as any other).  A pool is one
+    :meth:`imap`.  A loss stops the hand-out and is raised at its item's turn, after the
+    items before it, so the first failure in item order is raised whatever the timing.  A
+    worker's exception comes back with the exceptions it was raised from or during
+    (:func:`_remote_cause`).  Fork before starting threads (a fork copies only the calling
+    thread).  :meth:`close` (or leaving the ``with``) kills and reaps the workers, whatever
+    they are doing, so nothing of theirs runs after it."""
 
     def __init__(self, fn: Callable[[Any], Any], workers: int):
         ctx = multiprocessing.get_context("fork")
         self.workers: list[tuple[Any, Any, Any]] = []  # (process, tasks, results)
+        self.mapped = False  # imap was called (it is called once: :meth:`imap`)
         #: one byte a worker, shared with it (mapped before the fork): set by the worker,
         #: ``w``, that had no memory to send its result back (:data:`OUT_OF_MEMORY`), read
         #: when it is lost; its exit status alone could be any code's (``os._exit(71)``)
@@ -552,7 +553,17 @@ class ForkPool:
             raise
 
     def imap(self, items: Sequence[Any]) -> Iterator[tuple[Any, Any]]:
-        items = list(items)
+        """The items' results, in item order (the class's text).  Once a pool: a second call
+        raises ``RuntimeError``, for what the first left behind would be read as its own
+        (until 2026-12-07 it was not refused: a result the first had not taken, of an item
+        after a failure, came back as the second's item's; a worker that ran out of memory
+        in the first was reported as lost, exit status 71, when handed the second's)."""
+        if self.mapped:
+            raise RuntimeError("a ForkPool maps once: its imap was called already")
+        self.mapped = True
+        return self._imap(list(items))
+
+    def _imap(self, items: list[Any]) -> Iterator[tuple[Any, Any]]:
         n = len(items)
         sent = 0  # items[:sent] are handed out
         held: dict[int, int] = {}  # worker index -> position of the item it works on

@@ -1039,3 +1039,25 @@ def test_an_error_holding_what_cannot_be_pickled_keeps_its_notes():
     assert str(info.value) == "m.neff: rank 0: refused"
     assert not hasattr(info.value, "lock")
     assert info.value.__notes__ == ["while lowering the first rank", "\u00e9 second note"]
+
+
+def _refuse_0_while_1_is_slow(i):
+    if i == 0:
+        raise ValueError("zero")
+    if i == 1:
+        time.sleep(0.5)  # (so item 0's exception is raised while item 1 is still out)
+    return i * 100
+
+
+def test_a_pool_maps_once():
+    """Review 55k: a second ``imap`` on one pool read what the first left behind as its own:
+    item 1, out when item 0's exception stopped the first, came back as the second's
+    first result (``[(10, 100), ...]``); a worker that ran out of memory in the first was
+    ``WorkerLost(exitcode 71, handed=False)`` when handed the second's item.  A pool is one
+    ``imap``: the second call is refused at once, before it hands anything out."""
+    with ForkPool(_refuse_0_while_1_is_slow, 2) as pool:
+        with pytest.raises(ValueError, match="^zero$"):
+            list(pool.imap([0, 1]))
+        with pytest.raises(RuntimeError, match="^a ForkPool maps once: its imap was called "
+                                               "already$"):
+            pool.imap([10, 11])
