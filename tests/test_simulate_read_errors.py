@@ -256,7 +256,7 @@ def test_a_files_bytes_other_than_its_size_is_refused_though_its_sha256_matches(
     record more than the file (its ``sha256`` still the file's, rank_manifests re-hashed so
     that only the size is wrong): the size must be refused on its own, not only through the
     sha256 (a mutant that hashed without comparing the size took it). With the option the
-    size is not read (exit 0)."""
+    size is not read (exit 0). The line names ``bytes``, not the sha256 (review 55h)."""
     import hashlib
 
     o = _copy(out, tmp_path)
@@ -272,9 +272,12 @@ def test_a_files_bytes_other_than_its_size_is_refused_though_its_sha256_matches(
     (o / "manifest.json").write_text(json.dumps(top))
     res = CliRunner().invoke(main, ["simulate", str(o)])
     assert res.exit_code == 2, res.output
-    assert res.stderr == (f"nrtrewrite: error: {o}: rank-0001/cce.bin: sha256 does not match "
-                          "rank-0001/manifest.json; the output was modified after it was "
-                          f"written {HINT}\n")
+    # the size is judged first and named as the key that records it (review 55h: it was
+    # ``sha256 does not match``, though the sha256 is right)
+    assert res.stderr == (f"nrtrewrite: error: {o}: rank-0001/cce.bin: its size, {len(data)} "
+                          f"bytes, does not match rank-0001/manifest.json "
+                          f'files["cce.bin"].bytes ({len(data) + 16}); the output was '
+                          f"modified after it was written {HINT}\n")
     assert CliRunner().invoke(main, ["simulate", str(o), "--ignore-checksums"]).exit_code == 0
 
 

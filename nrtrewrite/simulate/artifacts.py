@@ -514,7 +514,14 @@ def verify_checksums(out: str | Path) -> None:
             raise OutputError(f"{name}/manifest.json lists {json_text(other[0])}, which is not an "
                               f"artifact file (FORMATS §1.2){hint}", file=str(out))
         for fname, (_records, size, sha) in sorted(rows.items()):
-            if _sha256_file(rdir / fname, size) != sha:
+            # the size first (judged before any byte is hashed), named as the key it is,
+            # ``bytes`` (until 2026-12-07 ``sha256 does not match``, whichever was wrong)
+            if (got := _sha256_file(rdir / fname, size)) is None:
+                key = jsonin.joined_key(jsonin.joined_key("files", fname), "bytes")
+                raise OutputError(f"{name}/{fname}: its size, {os.stat(rdir / fname).st_size} "
+                                  f"bytes, does not match {name}/manifest.json {key} "
+                                  f"({size}){hint}", file=str(out))
+            if got != sha:
                 raise OutputError(f"{name}/{fname}: sha256 does not match {name}/manifest.json"
                                   f"{hint}", file=str(out))
 
