@@ -242,7 +242,8 @@ class Report:
     lines and its count, or in the middle of its lines)."""
 
     def __init__(self, limit: int | None = None, on_difference=None, on_file=None,
-                 on_records=None, atomic=contextlib.nullcontext, on_checksum=None):
+                 on_records=None, atomic=contextlib.nullcontext, on_checksum=None,
+                 strict: bool = False, on_layout=None):
         self.atomic = atomic
         self.limit = limit
         self.count = 0
@@ -253,6 +254,12 @@ class Report:
         #: ``on_checksum(lines, covers)``: a checksum key's lines that are no difference,
         #: the file ``covers`` comparing identical (:func:`_settle`; docs/CLI.md "diff")
         self.on_checksum = on_checksum or (lambda lines, covers: None)
+        #: ``--strict`` (docs/CLI.md "diff"): a note of a checksum key is a difference, and a
+        #: manifest of the same JSON in other bytes is one (:func:`layout_lines`)
+        self.strict = strict
+        #: ``on_layout(lines)``: the top-level manifest holds the same JSON in other bytes,
+        #: a note without ``strict`` (:func:`layout_note`)
+        self.on_layout = on_layout or (lambda lines: None)
 
     def room(self) -> int | None:
         """How many more differences will be shown (None: no limit)."""
@@ -549,6 +556,9 @@ def _settle(rep: "Report", lines: list[Difference] | None, covers: str, same: bo
     ``checksums``), since the recorded values then differ where the content does not."""
     if lines and same:
         for _, key_lines in itertools.groupby(lines, lambda d: _held_key(d.path)):
+            if rep.strict:  # --strict: the key's lines are a difference
+                rep.add(list(key_lines))
+                continue
             with rep.atomic():
                 rep.on_checksum(list(key_lines), covers)
 
@@ -570,6 +580,28 @@ def checksum_note(lines: list[Difference], covers: str,
     what = RECORDED_KEYS.get(key[2], "a checksum") if len(key) == 3 else "a checksum"
     return (f"{'; '.join(d.line(name) for d in lines)} ({what} of {name(covers)}, which "
             "compares identical: no difference)")
+
+
+#: A manifest's field when it holds the same JSON as the other side's in other bytes (its
+#: layout: spaces, the order of keys, a number spelt otherwise): its files' sha256s.
+LAYOUT_FIELD = "sha256 (the same JSON in other bytes)"
+
+
+def layout_lines(where: str, a: Path, b: Path) -> list[Difference]:
+    """The line of manifest ``where`` (``a`` and ``b`` its two files) holding the same JSON in
+    other bytes: ``WHERE sha256 (the same JSON in other bytes): 'A' != 'B'`` (path
+    ``["sha256"]``).  A difference with ``--strict``; otherwise the top-level manifest's is a
+    note (:func:`layout_note`), a rank manifest's nothing (docs/CLI.md "diff")."""
+    try:
+        return [Difference(where, None, LAYOUT_FIELD, _sha256(a), _sha256(b), ("sha256",))]
+    except OSError as exc:  # (both were read just before: it changed meanwhile)
+        raise OutputError(f"{escape_path(exc.filename)}: {_why(exc)}") from None
+
+
+def layout_note(lines: list[Difference], name: Callable[[str], str] = str) -> str:
+    """The note that the top-level manifests hold the same JSON in other bytes."""
+    return (f"{'; '.join(d.line(name) for d in lines)} (its layout alone: no difference; "
+            "--strict makes it one)")
 
 
 #: Bytes compared at a time: two output folders of any size are compared in this much memory
@@ -1568,7 +1600,11 @@ def _rank_manifest_diff(rep: Report, r: str, pa: Path, pb: Path, in_a: bool,
     n_held = sum(map(len, held.values()))
     rep.add_each(_hold_checksums(_json_diff(where, doc_a, doc_b, keyed=True), _rank_checksum,
                                  held))
-    return rep.count == before and sum(map(len, held.values())) == n_held
+    same = rep.count == before and sum(map(len, held.values())) == n_held
+    if same and rep.strict:  # the same JSON in other bytes: --strict's difference
+        rep.add(layout_lines(where, pa, pb))
+        return False
+    return same
 
 
 def _rank_diff(rep: Report, r: str, ra: Path, rb: Path, in_a: bool, in_b: bool) -> bool:
@@ -1625,11 +1661,13 @@ def _artifact_diff(rep: Report, where: str, name: str, fa: Path, fb: Path, in_a:
     _records_diff(rep, where, name, fa, fb, n_a, n_b)
 
 
-def diff_outputs(a: str | Path, b: str | Path) -> list[Difference]:
+def diff_outputs(a: str | Path, b: str | Path, strict: bool = False) -> list[Difference]:
     """Every difference between output folders ``a`` and ``b``, as lines, in a list (for
-    tests and small outputs: the ``diff`` command streams them through :func:`compare`)."""
+    tests and small outputs: the ``diff`` command streams them through :func:`compare`);
+    ``strict`` as ``diff --strict`` (any file of other bytes is a difference)."""
     out: list[Difference] = []
-    compare(a, b, Report(None, on_difference=lambda index, lines: out.extend(lines)))
+    compare(a, b, Report(None, on_difference=lambda index, lines: out.extend(lines),
+                         strict=strict))
     return out
 
 
@@ -1759,6 +1797,7 @@ def compare(a: str | Path, b: str | Path, rep: Report, ignore: Iterable[str] = (
             raise OutputError(why, file=str(a / "manifest.json"), field=fld)
         # (B's that cannot be read is no output folder: an error, as _check_ours's)
         mb, why, fld = _top_manifest(b)
+        before = rep.count
         if on_versions is not None:  # (equal bytes, above: the same versions)
             va, vb = manifest_versions(ma), manifest_versions(mb)
             if any(_which_differ([va.get(k, ABSENT) for k in VERSION_KEYS],
@@ -1769,6 +1808,18 @@ def compare(a: str | Path, b: str | Path, rep: Report, ignore: Iterable[str] = (
         rep.add_each(_hold_checksums(_json_diff("manifest.json", _without(ma, ignore),
                                                 _without(mb, ignore), keyed=True),
                                      _top_checksum, held))
+        if (rep.count == before and not held
+                and (not ignore or next(iter(_json_diff("manifest.json", ma, mb, keyed=True)),
+                                        None) is None)):
+            # the same JSON in other bytes (judged on the whole manifests, an --ignore'd
+            # key's value included: one that differs accounts for the bytes): a note, or
+            # with --strict a difference
+            lines = layout_lines("manifest.json", a / "manifest.json", b / "manifest.json")
+            if rep.strict:
+                rep.add(lines)
+            else:
+                with rep.atomic():
+                    rep.on_layout(lines)
     if warn is not None:
         for p in unmatched_ignored(ignore, ma, mb):
             warn(f"--ignore {escape_controls(p)}: neither manifest.json has this key path, so it "

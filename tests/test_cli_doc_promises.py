@@ -443,3 +443,45 @@ def test_selection_md_api_snippet_runs_as_written(monkeypatch):
     exec(compile(_fenced_python("SELECTION.md", "## 9. API"), "SELECTION.md §9", "exec"),
          namespace)
     assert namespace["sel"].override is not None  # (it ran to its end: the ^mesh selection)
+
+
+def _ci_recipe() -> str:
+    """docs/CLI.md "diff"'s CI recipe: the ```sh block that compares a golden."""
+    text = (ROOT / "docs" / "CLI.md").read_text()
+    block = next(b for b in text.split("```sh\n")[1:] if "fixtures/golden/" in b.split("```")[0])
+    return block.split("```")[0]
+
+
+def test_the_ci_recipe_runs_again_as_written_and_gates_with_strict(tmp_path):
+    """Review 55h: CLI.md's golden recipe could not be run twice (fixed /tmp paths: `lower`
+    refused the existing -o, `exists; pass --force`, and `tar xzf` over an older
+    extraction kept its stale files), and used `diff` without `--strict`, under which a
+    manifest in another layout or a stale checksum is only a note.  Run twice as written
+    (``nrtrewrite`` this checkout's), each run exits 0 saying ``identical``."""
+    import subprocess
+    import sys
+    recipe = _ci_recipe()
+    assert "diff --strict" in recipe
+    shim = tmp_path / "bin" / "nrtrewrite"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m nrtrewrite "$@"\n')
+    shim.chmod(0o755)
+    (tmp_path / "tmp").mkdir()
+    env = {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}",
+           "TMPDIR": str(tmp_path / "tmp"), "PYTHONPATH": str(ROOT)}
+    for _ in range(2):
+        proc = subprocess.run(["bash", "-e", "-c", recipe], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert proc.stdout.endswith("identical\n"), proc.stdout[-500:]
+
+
+def test_diff_help_gives_its_exit_statuses_and_names_a_the_reference():
+    """Review 55h: ``diff --help`` said neither what its exit statuses mean (CLI.md: 0
+    identical, 1 different, 2 an error) nor that A is the reference."""
+    res = _run("diff", "--help")
+    assert res.exit_code == 0
+    text = " ".join(res.stdout.split())
+    assert "Exit status: 0 identical, 1 the outputs differ, 2 an error" in text
+    assert "A is the reference" in text
+    assert "--strict" in text

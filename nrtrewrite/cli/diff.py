@@ -13,19 +13,21 @@ import click
 from nrtrewrite.cli import (IntRange, JsonErrorCommand, OneValue, PathArg, WholeWriter,
                             json_why, main, note, stderr_console, stopped_why, stops_deferred,
                             warn)
-from nrtrewrite.diff import (Report, check_ignored, checksum_note, compare, record_line_texts,
-                             versions_text)
+from nrtrewrite.diff import (Report, check_ignored, checksum_note, compare, layout_note,
+                             record_line_texts, versions_text)
 from nrtrewrite.errors import (NrtRewriteError, counted, escape_controls, escape_line,
                                escape_path, path_text)
 
 
 def _close_json(out, rep: Report, files: list, first: bool, error: str | None = None,
-                versions: dict | None = None, checksums: list | None = None) -> None:
+                versions: dict | None = None, checksums: list | None = None,
+                layouts: list | None = None) -> None:
     """End the streamed ``--json`` object: the differences' list (begun by the caller, empty
     if ``first``), ``files``, the counts, ``versions`` when the two outputs' differ
     (``{"a": {...}, "b": {...}}``), ``checksums`` when a checksum key differs where what it
-    covers compares identical (a line's object and ``covers``), ``identical``, and ``error``
-    when one stopped it."""
+    covers compares identical (a line's object and ``covers``), ``layouts`` when the top
+    manifests hold the same JSON in other bytes (the line's object), ``identical``, and
+    ``error`` when one stopped it."""
     out.write(("" if first else "\n ") + "],\n")
     out.write(' "files": ' + json.dumps([f.to_json() for f in files]) + ",\n")
     out.write(f' "count": {rep.count},\n "shown": {rep.shown},\n')
@@ -33,6 +35,8 @@ def _close_json(out, rep: Report, files: list, first: bool, error: str | None = 
         out.write(' "versions": ' + json.dumps(versions, default=str) + ",\n")
     if checksums:
         out.write(' "checksums": ' + json.dumps(checksums, default=str) + ",\n")
+    if layouts:
+        out.write(' "layouts": ' + json.dumps(layouts, default=str) + ",\n")
     if error is None:
         out.write(f' "identical": {json.dumps(rep.count == 0)}\n}}\n')
     else:  # stopped midway: the object is closed, so stdout is still one JSON document
@@ -130,7 +134,14 @@ class _OutputFolder(PathArg):
 
 
 #: ``diff``'s ``--help`` text (not a docstring: see :data:`nrtrewrite.cli.MAIN_HELP`)
-DIFF_HELP = "Compare two output folders field by field (rank, file, record, field, both values)."
+DIFF_HELP = (
+    "Compare two output folders field by field (rank, file, record, field, both values). A "
+    "is the reference (a golden output): what cannot be read in A is an error, in B a "
+    "difference; each line is FILE FIELD: A-VALUE != B-VALUE.\n\n"
+    "Exit status: 0 identical, 1 the outputs differ, 2 an error (128 + N: stopped by "
+    "signal N). Without --strict a manifest's layout and a checksum that differs where the "
+    "file it covers compares identical are notes on stderr, no difference (docs/CLI.md "
+    "\"diff\").")
 
 
 @main.command("diff", cls=_DiffCommand, help=DIFF_HELP)
@@ -143,7 +154,10 @@ DIFF_HELP = "Compare two output folders field by field (rank, file, record, fiel
 @click.option("--ignore", "ignore", multiple=True, metavar="KEY", callback=_ignored,
               help="A key path of the top-level manifest.json not to compare, e.g. "
                    "tool_version, input.name (repeatable).")
-def diff_cmd(a, b, as_json, max_lines, ignore):
+@click.option("--strict", is_flag=True,
+              help="Differ unless every file holds the same bytes (CI): each checksum note "
+                   "and each manifest of the same JSON in other bytes is a difference.")
+def diff_cmd(a, b, as_json, max_lines, ignore, strict):
     """The command (its help: :data:`DIFF_HELP`)."""
     out = WholeWriter(sys.stdout)  # (pieces a stop cannot cut)
     limit = max_lines or None
@@ -160,6 +174,14 @@ def diff_cmd(a, b, as_json, max_lines, ignore):
             checksums.extend({**d.to_json(), "covers": covers} for d in lines)
         else:
             note(stderr_console(), checksum_note(lines, covers, escape_controls))
+
+    layouts = []  # the top manifests' line, when they hold the same JSON in other bytes
+
+    def on_layout(lines) -> None:  # a note on stderr; with --json, a field
+        if as_json:
+            layouts.extend(d.to_json() for d in lines)
+        else:
+            note(stderr_console(), layout_note(lines, escape_controls))
 
     def on_versions(va: dict, vb: dict) -> None:  # a note on stderr; with --json, a field
         versions.update(a=va, b=vb)
@@ -180,7 +202,7 @@ def diff_cmd(a, b, as_json, max_lines, ignore):
             if opened:
                 with stops_deferred():
                     _close_json(out, rep, files, first[0], error, versions or None,
-                                checksums)
+                                checksums, layouts)
 
         def on_records(index, where, name, recs, xa, xb):
             texts = record_line_texts(index, where, name, recs, xa, xb, as_json=True)
@@ -191,7 +213,7 @@ def diff_cmd(a, b, as_json, max_lines, ignore):
             return True
 
         rep = Report(limit, on_difference, files.append, on_records, stops_deferred,
-                     on_checksum)
+                     on_checksum, strict, on_layout)
         opened = []  # (the document begun: a stop before it writes none)
         try:
             with stops_deferred():
@@ -224,7 +246,8 @@ def diff_cmd(a, b, as_json, max_lines, ignore):
             out.write(escape_line(fc.line(escape_controls)) + "\n")
 
         rep = compare(a, b, Report(limit, on_difference, on_file,
-                                   on_records, stops_deferred, on_checksum),
+                                   on_records, stops_deferred, on_checksum, strict,
+                                   on_layout),
                       ignore, warn=say, on_versions=on_versions)
         if rep.shown < rep.count:
             out.write(f"... {counted(rep.count - rep.shown, 'more difference')} "

@@ -1,0 +1,125 @@
+"""`nrtrewrite diff --strict`, the CI gate (docs/CLI.md "diff"; review 55h): without it a
+manifest's layout and a checksum that differs where the file it covers compares identical
+are notes, exit 0; with it every such note is a difference, and a manifest holding the same
+JSON in other bytes is one, `WHERE sha256 (the same JSON in other bytes): 'A' != 'B'`.
+The expected lines are written from CLI.md and hashlib, not from diff's output."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from click.testing import CliRunner
+
+from nrtrewrite.cli import main
+from test_diff import lowered, pair  # noqa: F401 - ar2 lowered (ranks 0 and 1), a copy pair
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _invoke(*args):
+    return CliRunner().invoke(main, ["diff", *map(str, args)])
+
+
+def _write(path, doc) -> bytes:
+    """``doc`` as ``lower`` writes a rank manifest (FORMATS §1.2); its bytes."""
+    data = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
+    path.write_bytes(data)
+    return data
+
+
+LAYOUT = "sha256 (the same JSON in other bytes)"
+
+
+def test_a_top_manifest_in_another_layout_is_a_note_and_a_difference_with_strict(pair):
+    """Review 55h F1a: B's top manifest re-serialized on one line (the same JSON) was
+    ``identical``, exit 0, with no note at all."""
+    a, b = pair
+    old = (a / "manifest.json").read_bytes()
+    new = json.dumps(json.loads(old)).encode()
+    (b / "manifest.json").write_bytes(new)
+    line = f"manifest.json {LAYOUT}: '{_sha(old)}' != '{_sha(new)}'"
+    res = _invoke(a, b)
+    assert (res.exit_code, res.stdout) == (0, "identical\n")
+    assert res.stderr == (f"nrtrewrite: note: {line} (its layout alone: no difference; "
+                          "--strict makes it one)\n")
+    res = _invoke(a, b, "--strict")
+    assert (res.exit_code, res.stdout, res.stderr) == (1, f"{line}\n1 difference(s)\n", "")
+    expected = {"where": "manifest.json", "record": None, "field": LAYOUT, "path": ["sha256"],
+                "a": _sha(old), "b": _sha(new), "a_present": True, "b_present": True}
+    doc = json.loads(_invoke(a, b, "--json").stdout)
+    assert (doc["count"], doc["identical"], doc["layouts"]) == (0, True, [expected])
+    res = _invoke(a, b, "--json", "--strict")
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 1 and "layouts" not in doc
+    assert (doc["count"], doc["identical"]) == (1, False)
+    assert doc["differences"] == [{"index": 0, **expected}]
+
+
+def test_strict_makes_a_stale_artifact_checksum_a_difference(pair):
+    """Review 55h F1b: a rank manifest recording a wrong ``files["cce.bin"].sha256`` (the
+    top manifest's checksum of it updated), cce.bin the same bytes: a note alone, exit 0;
+    with --strict that key's line is the one difference."""
+    a, b = pair
+    man = json.loads((b / "rank-0000" / "manifest.json").read_text())
+    old = man["files"]["cce.bin"]["sha256"]
+    assert old == _sha((a / "rank-0000" / "cce.bin").read_bytes())
+    man["files"]["cce.bin"]["sha256"] = "0" * 64
+    data = _write(b / "rank-0000" / "manifest.json", man)
+    top = json.loads((b / "manifest.json").read_text())
+    top["rank_manifests"]["rank-0000"] = _sha(data)
+    _write(b / "manifest.json", top)
+    line = f'rank-0000/manifest.json files["cce.bin"].sha256: "{old}" != "{"0" * 64}"'
+    assert _invoke(a, b).exit_code == 0
+    res = _invoke(a, b, "--strict")
+    assert (res.exit_code, res.stdout, res.stderr) == (1, f"{line}\n1 difference(s)\n", "")
+    doc = json.loads(_invoke(a, b, "--strict", "--json").stdout)
+    assert "checksums" not in doc and (doc["count"], doc["identical"]) == (1, False)
+    assert [(d["index"], d["path"], d["a"], d["b"]) for d in doc["differences"]] == [
+        (0, ["files", "cce.bin", "sha256"], old, "0" * 64)]
+
+
+def test_strict_makes_a_rank_manifest_in_another_layout_one_difference(pair):
+    """Review 55h F1c: a rank manifest in another layout is identical whether the top
+    manifest's checksum of it is updated or not (a note, or nothing); with --strict it is
+    one difference, its file's line, either way (the checksum, explained by it, is none)."""
+    a, b = pair
+    old = (a / "rank-0001" / "manifest.json").read_bytes()
+    new = (json.dumps(json.loads(old), indent=3) + "\n").encode()
+    (b / "rank-0001" / "manifest.json").write_bytes(new)
+    want = (1, f"rank-0001/manifest.json {LAYOUT}: '{_sha(old)}' != '{_sha(new)}'\n"
+               "1 difference(s)\n", "")
+    assert _invoke(a, b).exit_code == 0  # the checksum stale
+    res = _invoke(a, b, "--strict")
+    assert (res.exit_code, res.stdout, res.stderr) == want
+    top = json.loads((b / "manifest.json").read_text())
+    top["rank_manifests"]["rank-0001"] = _sha(new)
+    _write(b / "manifest.json", top)
+    assert _invoke(a, b).exit_code == 0  # the checksum updated: its note
+    res = _invoke(a, b, "--strict")
+    assert (res.exit_code, res.stdout, res.stderr) == want
+
+
+def test_strict_of_identical_outputs_and_of_other_versions_ignored_is_identical(pair):
+    """--strict adds nothing where the files hold the same bytes; with CLI.md's recipe
+    across versions (``--ignore tool_version``) the top manifests' bytes differ by the
+    ignored value alone: identical, with the versions note (an --ignore'd value is no
+    layout)."""
+    a, b = pair
+    res = _invoke(a, b, "--strict")
+    assert (res.exit_code, res.stdout, res.stderr) == (0, "identical\n", "")
+    top = json.loads((b / "manifest.json").read_text())
+    ours = top["tool_version"]
+    top["tool_version"] = "99.0"
+    _write(b / "manifest.json", top)
+    res = _invoke(a, b, "--strict", "--ignore", "tool_version")
+    assert (res.exit_code, res.stdout) == (0, "identical\n")
+    assert res.stderr == (
+        f"nrtrewrite: note: the outputs' versions differ: {a}/manifest.json has "
+        f"format_version 2, tool_version \"{ours}\"; {b}/manifest.json has format_version "
+        "2, tool_version \"99.0\"; differences may come from the versions alone\n")
+    res = _invoke(a, b, "--strict")
+    assert res.exit_code == 1
+    assert res.stdout == f'manifest.json tool_version: "{ours}" != "99.0"\n1 difference(s)\n'
