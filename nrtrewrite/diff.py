@@ -243,7 +243,7 @@ class Report:
 
     def __init__(self, limit: int | None = None, on_difference=None, on_file=None,
                  on_records=None, atomic=contextlib.nullcontext, on_checksum=None,
-                 strict: bool = False, on_layout=None):
+                 strict: bool = False, on_layout=None, on_recompressed=None):
         self.atomic = atomic
         self.limit = limit
         self.count = 0
@@ -260,6 +260,10 @@ class Report:
         #: ``on_layout(lines)``: the top-level manifest holds the same JSON in other bytes,
         #: a note without ``strict`` (:func:`layout_note`)
         self.on_layout = on_layout or (lambda lines: None)
+        #: ``on_recompressed(name)``: the rewritten NEFFs' members all compare identical where
+        #: their payloads' bytes differ (:func:`recompressed_note`), a note beside the
+        #: difference
+        self.on_recompressed = on_recompressed or (lambda name: None)
 
     def room(self) -> int | None:
         """How many more differences will be shown (None: no limit)."""
@@ -602,6 +606,14 @@ def layout_note(lines: list[Difference], name: Callable[[str], str] = str) -> st
     """The note that the top-level manifests hold the same JSON in other bytes."""
     return (f"{'; '.join(d.line(name) for d in lines)} (its layout alone: no difference; "
             "--strict makes it one)")
+
+
+def recompressed_note(neff: str, name: Callable[[str], str] = str) -> str:
+    """The note beside the difference of two rewritten NEFFs whose members all hold the same
+    bytes while their payloads' bytes differ (docs/FORMATS.md §9)."""
+    return (f"{name(neff)}: every member holds the same bytes, the payload's differ: the same "
+            "members compressed otherwise (another deflate implementation or version, "
+            "docs/FORMATS.md §9), or another tar layout of them")
 
 
 #: Bytes compared at a time: two output folders of any size are compared in this much memory
@@ -1146,11 +1158,14 @@ class _BMembers:
 
 
 def _walk_members(rep: Report, name: str, fa: _NeffFile, fb: _NeffFile,
-                  kicks: dict[str, set[int]] | None = None) -> str | None:
+                  kicks: dict[str, set[int]] | None = None,
+                  other: list | None = None) -> str | None:
     """Compare the members of NEFFs ``fa`` (A) and ``fb`` (B) in step, A's in archive order,
     then B's that A does not have in B's (:class:`_BMembers`): one member of each side at a
     time when both have the same members in the same order.  Returns B's reader error line
-    (A then read to its end) or None; A's error is raised."""
+    (A then read to its end) or None; A's error is raised.  ``other`` gets an item for each
+    member of other bytes or on one side only."""
+    other = [] if other is None else other
     wa = fa.walk()  # the reference: its error raised
     try:
         b = _BMembers(fb)
@@ -1162,11 +1177,14 @@ def _walk_members(rep: Report, name: str, fa: _NeffFile, fb: _NeffFile,
                 xb = b.find(member, xa)
                 where = f"{name}:{member}"
                 if xb is None:
+                    other.append(member)
                     rep.add([Difference(where, None, "member", True, False)])
                 elif xb is not _SAME and xb != xa:
+                    other.append(member)
                     _member_diff(rep, where, xa, xb, (kicks or {}).get(member, frozenset()))
                 del xa, xb  # (not held while the next members are decompressed)
             for member in b.rest():
+                other.append(member)
                 rep.add([Difference(f"{name}:{member}", None, "member", False, True)])
             return None
         except _Damaged as err:
@@ -1179,10 +1197,12 @@ def _walk_members(rep: Report, name: str, fa: _NeffFile, fb: _NeffFile,
 
 
 def _neff_members_diff(rep: Report, name: str, a: Path, b: Path,
-                       kicks: dict[str, set[int]] | None = None) -> None:
+                       kicks: dict[str, set[int]] | None = None) -> bool:
     """The members of the rewritten NEFFs (:func:`_walk_members`, ``kicks`` its kick words),
     reported only once both NEFFs have read whole: A's reader error raised, B's the one
-    ``damaged`` line."""
+    ``damaged`` line.  Returns whether every member holds the same bytes on both sides
+    (False when B is damaged)."""
+    other: list = []
     try:
         fa = _NeffFile(a)
     except OSError as exc:
@@ -1192,14 +1212,14 @@ def _neff_members_diff(rep: Report, name: str, a: Path, b: Path,
     except OSError as exc:
         fa.close()
         rep.add([_damaged(name, _why(exc))])
-        return
+        return False
     except BaseException:
         fa.close()
         raise
     try:
         held = _Deferred(rep, DEFER_MAX)
         try:
-            why = _walk_members(held, name, fa, fb, kicks)
+            why = _walk_members(held, name, fa, fb, kicks, other)
             overflow = False
         except _Overflow:
             overflow = True  # (handled below, once the walks' frames are gone)
@@ -1218,9 +1238,10 @@ def _neff_members_diff(rep: Report, name: str, a: Path, b: Path,
             else:
                 fa.stop()
                 fb.stop()
-                why = _walk_members(rep, name, fa, fb, kicks)
+                why = _walk_members(rep, name, fa, fb, kicks, other)
         if why is not None:
             rep.add([_damaged(name, why)])
+        return why is None and not other
     finally:
         fa.close()
         fb.close()
@@ -1256,11 +1277,40 @@ def _neff_diff(rep: Report, name: str, a: Path, b: Path,
             continue
         rep.add([Difference(name, None, f"header.{field_name}", _header_value(field_name, xa),
                             _header_value(field_name, xb), ("header", field_name))])
-    _neff_members_diff(rep, name, a, b, kicks)
+    if _neff_members_diff(rep, name, a, b, kicks) and not _same_payload(a, b, ha, hb):
+        # every member holds the same bytes, the payloads differ (another deflate,
+        # docs/FORMATS.md §9): still a difference (the bytes differ), with a note saying so
+        with rep.atomic():
+            rep.on_recompressed(name)
     if rep.count == before:  # the bytes differ where no field or member does (zero bytes
         # after the payload, another gzip encoding or tar layout of the same members): the
         # files' sizes and sha256, never "identical" for files of other bytes
         rep.add(_bytes_lines(name, a, b))
+
+
+def _same_payload(a: Path, b: Path, ha: bytes, hb: bytes) -> bool:
+    """Whether NEFFs ``a`` and ``b`` (their headers ``ha``, ``hb``) hold the same payload:
+    the ``data_size`` bytes after the header (NEFF-LIKE.md §1), read :data:`CHUNK_BYTES` at a
+    time."""
+    from nrtrewrite.neff.container import HEADER_FIELDS, HEADER_SIZE
+    off, size = HEADER_FIELDS["data_size"]
+    if min(len(ha), len(hb)) < HEADER_SIZE:  # (a header cut short: its damage is the line)
+        return True
+    if ha[off:off + size] != hb[off:off + size]:
+        return False
+    left = int.from_bytes(ha[off:off + size], "little")
+    try:
+        with _open_regular(a) as fa, _open_regular(b) as fb:
+            fa.seek(HEADER_SIZE)
+            fb.seek(HEADER_SIZE)
+            while left > 0:
+                n = min(left, CHUNK_BYTES)
+                if fa.read(n) != fb.read(n):
+                    return False
+                left -= n
+    except OSError as exc:  # (both were read just before: it changed meanwhile)
+        raise OutputError(f"{escape_path(exc.filename)}: {_why(exc)}") from None
+    return True
 
 
 def _bytes_lines(name: str, a: Path, b: Path) -> list[Difference]:

@@ -2,10 +2,13 @@
 manifest's layout and a checksum that differs where the file it covers compares identical
 are notes, exit 0; with it every such note is a difference, and a manifest holding the same
 JSON in other bytes is one, `WHERE sha256 (the same JSON in other bytes): 'A' != 'B'`.
-The expected lines are written from CLI.md and hashlib, not from diff's output."""
+Also the note beside rewritten NEFFs whose members all hold the same bytes while their
+payloads differ (FORMATS §9: another deflate).  The expected lines are written from CLI.md
+and hashlib, not from diff's output."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 
@@ -123,3 +126,47 @@ def test_strict_of_identical_outputs_and_of_other_versions_ignored_is_identical(
     res = _invoke(a, b, "--strict")
     assert res.exit_code == 1
     assert res.stdout == f'manifest.json tool_version: "{ours}" != "99.0"\n1 difference(s)\n'
+
+
+def _neff_of(folder):
+    return folder / json.loads((folder / "manifest.json").read_text())["output_neff"]["name"]
+
+
+NOTE = ("every member holds the same bytes, the payload's differ: the same members "
+        "compressed otherwise (another deflate implementation or version, docs/FORMATS.md "
+        "§9), or another tar layout of them")
+
+
+def test_a_neff_of_the_same_members_compressed_otherwise_is_a_difference_with_a_note(pair):
+    """Review 55h F2: a golden made where Python links another deflate showed only
+    ``header.data_size`` and ``header.hash`` lines, with no hint that every member holds
+    the same bytes.  Level 1 instead of 9 (the header's data_size and MD5 hash follow, NEFF-LIKE.md
+    §1): those two lines, still a difference (exit 1, also with --strict), and the note."""
+    from nrtrewrite.neff.container import HEADER_SIZE, read_container, wrap_payload
+    a, b = pair
+    na, nb = _neff_of(a), _neff_of(b)
+    data = na.read_bytes()
+    c = read_container(data, verify_hash=False)
+    size = int.from_bytes(data[16:24], "little")  # data_size (NEFF-LIKE.md §1)
+    tar = gzip.decompress(data[HEADER_SIZE:HEADER_SIZE + size])
+    other = wrap_payload(c.header, gzip.compress(tar, compresslevel=1, mtime=0))
+    nb.write_bytes(other)
+    osize = int.from_bytes(other[16:24], "little")
+    assert osize != size
+    lines = (f"{na.name} header.data_size: {size} != {osize}\n"
+             f"{na.name} header.hash: '{data[172:204].hex()}' != '{other[172:204].hex()}'\n"
+             "2 difference(s)\n")
+    for extra in ((), ("--strict",)):
+        res = _invoke(a, b, *extra)
+        assert (res.exit_code, res.stdout) == (1, lines)
+        assert res.stderr == f"nrtrewrite: note: {na.name}: {NOTE}\n"
+    doc = json.loads(_invoke(a, b, "--json").stdout)
+    assert (doc["count"], doc["recompressed"]) == (2, [na.name])
+    # a member of other bytes (a JSON member's layout, which compares identical): no note
+    from nrtrewrite.neff.container import build_tar
+    members = [(k, bytes(v)) for k, v in c.members.items()]
+    k = next(i for i, (name, _) in enumerate(members) if name.endswith(".json"))
+    members[k] = (members[k][0], members[k][1] + b" ")
+    nb.write_bytes(wrap_payload(c.header, gzip.compress(build_tar(members), mtime=0)))
+    res = _invoke(a, b)
+    assert res.exit_code == 1 and res.stderr == ""

@@ -14,20 +14,21 @@ from nrtrewrite.cli import (IntRange, JsonErrorCommand, OneValue, PathArg, Whole
                             json_why, main, note, stderr_console, stopped_why, stops_deferred,
                             warn)
 from nrtrewrite.diff import (Report, check_ignored, checksum_note, compare, layout_note,
-                             record_line_texts, versions_text)
+                             recompressed_note, record_line_texts, versions_text)
 from nrtrewrite.errors import (NrtRewriteError, counted, escape_controls, escape_line,
                                escape_path, path_text)
 
 
 def _close_json(out, rep: Report, files: list, first: bool, error: str | None = None,
                 versions: dict | None = None, checksums: list | None = None,
-                layouts: list | None = None) -> None:
+                layouts: list | None = None, recompressed: list | None = None) -> None:
     """End the streamed ``--json`` object: the differences' list (begun by the caller, empty
     if ``first``), ``files``, the counts, ``versions`` when the two outputs' differ
     (``{"a": {...}, "b": {...}}``), ``checksums`` when a checksum key differs where what it
     covers compares identical (a line's object and ``covers``), ``layouts`` when the top
-    manifests hold the same JSON in other bytes (the line's object), ``identical``, and
-    ``error`` when one stopped it."""
+    manifests hold the same JSON in other bytes (the line's object), ``recompressed`` the
+    rewritten NEFF's name when its members all compare identical and its payloads differ,
+    ``identical``, and ``error`` when one stopped it."""
     out.write(("" if first else "\n ") + "],\n")
     out.write(' "files": ' + json.dumps([f.to_json() for f in files]) + ",\n")
     out.write(f' "count": {rep.count},\n "shown": {rep.shown},\n')
@@ -37,6 +38,8 @@ def _close_json(out, rep: Report, files: list, first: bool, error: str | None = 
         out.write(' "checksums": ' + json.dumps(checksums, default=str) + ",\n")
     if layouts:
         out.write(' "layouts": ' + json.dumps(layouts, default=str) + ",\n")
+    if recompressed:
+        out.write(' "recompressed": ' + json.dumps(recompressed) + ",\n")
     if error is None:
         out.write(f' "identical": {json.dumps(rep.count == 0)}\n}}\n')
     else:  # stopped midway: the object is closed, so stdout is still one JSON document
@@ -176,12 +179,19 @@ def diff_cmd(a, b, as_json, max_lines, ignore, strict):
             note(stderr_console(), checksum_note(lines, covers, escape_controls))
 
     layouts = []  # the top manifests' line, when they hold the same JSON in other bytes
+    recompressed = []  # the rewritten NEFF's name, when only its payload's encoding differs
 
     def on_layout(lines) -> None:  # a note on stderr; with --json, a field
         if as_json:
             layouts.extend(d.to_json() for d in lines)
         else:
             note(stderr_console(), layout_note(lines, escape_controls))
+
+    def on_recompressed(name: str) -> None:  # a note on stderr; with --json, a field
+        if as_json:
+            recompressed.append(name)
+        else:
+            note(stderr_console(), recompressed_note(name, escape_controls))
 
     def on_versions(va: dict, vb: dict) -> None:  # a note on stderr; with --json, a field
         versions.update(a=va, b=vb)
@@ -202,7 +212,7 @@ def diff_cmd(a, b, as_json, max_lines, ignore, strict):
             if opened:
                 with stops_deferred():
                     _close_json(out, rep, files, first[0], error, versions or None,
-                                checksums, layouts)
+                                checksums, layouts, recompressed)
 
         def on_records(index, where, name, recs, xa, xb):
             texts = record_line_texts(index, where, name, recs, xa, xb, as_json=True)
@@ -213,7 +223,7 @@ def diff_cmd(a, b, as_json, max_lines, ignore, strict):
             return True
 
         rep = Report(limit, on_difference, files.append, on_records, stops_deferred,
-                     on_checksum, strict, on_layout)
+                     on_checksum, strict, on_layout, on_recompressed)
         opened = []  # (the document begun: a stop before it writes none)
         try:
             with stops_deferred():
@@ -246,8 +256,8 @@ def diff_cmd(a, b, as_json, max_lines, ignore, strict):
             out.write(escape_line(fc.line(escape_controls)) + "\n")
 
         rep = compare(a, b, Report(limit, on_difference, on_file,
-                                   on_records, stops_deferred, on_checksum, strict,
-                                   on_layout),
+                                   on_records, stops_deferred, on_checksum, strict, on_layout,
+                                   on_recompressed),
                       ignore, warn=say, on_versions=on_versions)
         if rep.shown < rep.count:
             out.write(f"... {counted(rep.count - rep.shown, 'more difference')} "
