@@ -865,7 +865,9 @@ def test_model_is_parsed_after_the_checksum_pass(tmp_path):
     came first, a rank folder gone included); with --no-verify-hash a checksum that does not
     match is the only line, without the warning printed when the model is parsed."""
     model, out = _bad_hash_output(tmp_path)
-    checksum = (f"{out}: rank-0000/dma.bin: sha256 does not match rank-0000/manifest.json; "
+    n = (out / "rank-0000" / "dma.bin").stat().st_size  # (one byte more than recorded)
+    checksum = (f"{out}: rank-0000/dma.bin: its size, {n} bytes, does not match "
+                f'rank-0000/manifest.json files["dma.bin"].bytes ({n - 1}); '
                 "the output was modified after it was written (--ignore-checksums to "
                 "simulate anyway)")
     assert _one_line_status_2(out, "--model", model, "--no-verify-hash") == checksum
