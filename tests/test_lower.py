@@ -46,7 +46,7 @@ def golden_mismatch(name: str, diffs) -> str:
         *(d.line() for d in diffs[:20]), *more,
         "Not meant: fix the code. Meant: check the fresh lowering before regenerating: "
         f"`nrtrewrite simulate fixtures/{name}.neff` must match every trigger, and "
-        f"`nrtrewrite lower fixtures/{name}.neff{ranks} -o OUT` then `nrtrewrite diff` of "
+        f"`nrtrewrite lower fixtures/{name}.neff{ranks} -o OUT` then `nrtrewrite diff --strict` of "
         "the extracted golden and OUT must show only the intended changes (docs/CLI.md "
         f"\"diff\"); then `make golden GOLDEN_FIXTURES={name}` and commit the archive "
         "(README.md \"Adding a fixture and its golden\")"])
@@ -88,7 +88,7 @@ def test_a_golden_mismatch_names_the_golden_side_and_what_to_check(tmp_path, mon
     golden_w0, fresh_w0 = map(int, values.split(" != "))
     assert (where, golden_w0) == ("rank-0000/cce.bin[0] w0", fresh_w0 ^ 1)
     assert "nrtrewrite simulate fixtures/ar2.neff` must match every trigger" in lines[2]
-    assert "nrtrewrite lower fixtures/ar2.neff -o OUT` then `nrtrewrite diff`" in lines[2]
+    assert "nrtrewrite lower fixtures/ar2.neff -o OUT` then `nrtrewrite diff --strict`" in lines[2]
     assert lines[2].endswith("then `make golden GOLDEN_FIXTURES=ar2` and commit the archive "
                              "(README.md \"Adding a fixture and its golden\")")
     assert "make golden regenerates" not in str(err.value)
