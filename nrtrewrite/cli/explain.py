@@ -562,9 +562,6 @@ def _plan_model(m, topo: Topology, override, policy, shown: set[int],
                 # (a HIER leg left none: its ways out held to every trigger, as lower's)
                 err = model_way_out(err, m.triggers, topo, policy=policy, host_cc=host_cc)
                 done[key] = [err.at(**trigger_where(t)), None, None]
-            done[key].append(True)  # (first: this trigger made it)
-        else:
-            done[key][3] = False
         return done[key]
 
     def selection_of(t):  # (as select_all judges the SPAD entries: lower's selections)
@@ -572,15 +569,14 @@ def _plan_model(m, topo: Topology, override, policy, shown: set[int],
         return None if isinstance(sel, NrtRewriteError) or sel.alg == EncAlgType.INVALID \
             else sel
     gated = spad_pass_over(m.triggers, selection_of)
-    for k in done.values():
-        k[3] = False  # (the pre-pass made none of them for a trigger shown)
     for t in m.triggers:
         seen = selected(t, gated.get(t.ordinal))
-        first = seen[3]
         stage = unselected
         try:
             if isinstance(seen[0], NrtRewriteError):
-                raise seen[0] if first else here(seen[0], t)
+                # (a selection error is placed at the trigger that made it: another
+                # trigger of the request takes a copy at its own place)
+                raise seen[0] if seen[0].where.trigger == t.ordinal else here(seen[0], t)
             sel = out.selections[t.ordinal] = replace(seen[0], trigger=t.ordinal)
             if sel.alg == EncAlgType.INVALID:  # what strict selection raises (select_all)
                 raise SelectionError(sel.fallback_reason, **trigger_where(t))
