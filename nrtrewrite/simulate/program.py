@@ -24,7 +24,7 @@ from nrtrewrite.emit.address import (
     DRAM_BASE, EVT_SEM_DEC, EVT_SEM_INC, SEM_ENTRY_DONE,
 )
 from nrtrewrite.entryslots import ENTRY_POST_SEMS
-from nrtrewrite.emit.tiling import MAX_SDMA_CCE_ELEMENTS
+from nrtrewrite.emit.tiling import MAX_SDMA_CCE_ELEMENTS, expand
 from nrtrewrite.errors import OutputError, SimulationError, escape_controls, json_text
 from nrtrewrite.simulate.artifacts import MESH_FAMILY, RankFiles
 from nrtrewrite.simulate.layout import ADDRESS_ERRORS, WINDOW_NAMES, Layout
@@ -1646,10 +1646,10 @@ class RankDecoder:
         new[1:] |= (m2s[1:] != m2s[:-1]) | (s2m[1:] != s2m[:-1])
         starts = np.flatnonzero(new)
         lens = np.diff(np.append(starts, n))
-        k = (lens + TPINC_MAX_REPEAT - 1) // TPINC_MAX_REPEAT
-        within = np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k)
-        rs = np.repeat(starts, k) + TPINC_MAX_REPEAT * within
-        rl = np.minimum(np.repeat(starts + lens, k) - rs, TPINC_MAX_REPEAT)
+        # a record per TPINC_MAX_REPEAT legs of a run: run, and the record's place in it
+        run, within, _ = expand((lens + TPINC_MAX_REPEAT - 1) // TPINC_MAX_REPEAT)
+        rs = starts[run] + TPINC_MAX_REPEAT * within
+        rl = np.minimum(lens[run] - TPINC_MAX_REPEAT * within, TPINC_MAX_REPEAT)
         return rs, m2s[rs].astype(np.int64), s2m[rs].astype(np.int64), rl
 
     def _blame_tpinc_record(self, T: np.ndarray, m2s: np.ndarray, s2m: np.ndarray) -> None:
