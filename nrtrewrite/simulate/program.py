@@ -286,6 +286,16 @@ def _where(rank: int, artifact: str, record: int | None = None, field_: str | No
     return dict(rank=rank, artifact=artifact, record=record, field=field_, **kw)
 
 
+def _operand_origin(t: TriggerSpec, which: str, pos):
+    """The element of ``t``'s element space at which its ``which`` operand (``"src"`` or
+    ``"dst"``) starts on the group member at ``pos`` (an int, or an array of them): an
+    all-gather's src and a reduce-scatter's dst hold that member's block, every other
+    operand the whole space, so element e is the operand's e - origin (0 for those)."""
+    block = (t.n if which == "src" and t.op == "ALLGATHER" else
+             t.n // len(t.group) if which == "dst" and t.op == "REDUCE_SCATTER" else 0)
+    return pos * block
+
+
 def _first(mask: np.ndarray) -> int | None:
     idx = np.flatnonzero(mask)
     return int(idx[0]) if idx.size else None
@@ -1885,12 +1895,7 @@ class RankDecoder:
                 for which, fp in zip(("src", "dst"), self._sbuf_footprints(t)):
                     if fp is None:
                         continue
-                    origin = np.zeros(m.size, np.int64)
-                    if which == "src" and t.op == "ALLGATHER":
-                        origin = pos * t.n
-                    if which == "dst" and t.op == "REDUCE_SCATTER":
-                        origin = pos * (t.n // len(t.group))
-                    e = elem[idx[m]] - origin
+                    e = elem[idx[m]] - _operand_origin(t, which, pos)
                     inside = (e >= 0) & (e < fp.count)
                     at = fp.offsets[np.clip(e, 0, max(fp.count - 1, 0))]
                     ok[m] |= (reg[idx[m]] == fp.region.index) & inside & (at == soff[idx[m]])
@@ -1909,10 +1914,7 @@ class RankDecoder:
                 if hit.size:
                     gpos = {r: n for n, r in enumerate(t.group)}
                     p = gpos.get(int(trank[i]), 0)
-                    origin = (p * t.n if which == "src" and t.op == "ALLGATHER" else
-                              p * (t.n // len(t.group)) if which == "dst"
-                              and t.op == "REDUCE_SCATTER" else 0)
-                    held = int(hit[0]) + origin - int(p_off[i])
+                    held = int(hit[0]) + _operand_origin(t, which, p) - int(p_off[i])
                     break
             word = (f"the leg's piece at sb2sb.bin record {i} ({part}.start_addr "
                     f"{int(self.a['sb2sb.bin'][part]['start_addr'][i]):#x}) and the BD that moves "
@@ -2030,13 +2032,8 @@ class RankDecoder:
                 reg = self.layout.var_region(t.subgraph, int(opnd["var_id"]))
             except SimulationError as exc:  # (named as the trigger's operand checks name it)
                 raise exc.at(**t.operand_where(which, "var_id")) from None
-            origin = np.zeros(trank.size, np.int64)
-            if which == "src" and t.op == "ALLGATHER":
-                origin = pos * t.n
-            if which == "dst" and t.op == "REDUCE_SCATTER":
-                origin = pos * (t.n // len(t.group))
             out.append((reg.index, DRAM_BASE + reg.offset + int(opnd["offset"])
-                        - origin * t.dsize))
+                        - _operand_origin(t, which, pos) * t.dsize))
         return out
 
     # ------------------------------------------------------------------ protocol (FORMATS §7)
