@@ -722,9 +722,11 @@ class RankDecoder:
         self.n_legs = n
 
     def _check_ring_halves(self, L: np.ndarray, sel: np.ndarray, half: np.ndarray,
-                           spi: np.ndarray, n: int, art: str) -> None:
+                           spi: np.ndarray, n: int, art: str, why: str = "") -> None:
         """The half of a flat RING entry's leg (``sel``) is the half-chunk its elements sit in
-        (the chunk layout of the trigger manifest's `chunk`, TriggerSpec.half_of)."""
+        (the chunk layout of the trigger manifest's `chunk`, TriggerSpec.half_of); a flat
+        SINGLE_CYCLE_RING entry's too (:meth:`check_single_cycle_legs`, ``why`` saying so in
+        the line of a half that is not its elements')."""
         if sel.size:
             want_half = np.full(n, -2, np.int64)
             for e in np.unique(spi[sel]):
@@ -734,7 +736,7 @@ class RankDecoder:
             self.check((want_half >= -1) & (half != want_half), lambda i: (
                 f"half should be {want_half[i]}, not {half[i]}: elements "
                 f"[{L['elem_start'][i]}, {L['elem_start'][i] + L['num_elements'][i]}) are half "
-                f"{want_half[i]} of their chunk" if want_half[i] >= 0 else
+                f"{want_half[i]} of their chunk{why}" if want_half[i] >= 0 else
                 f"the elements [{L['elem_start'][i]}, "
                 f"{L['elem_start'][i] + L['num_elements'][i]}) of a half {half[i]} leg are not "
                 "inside one half-chunk of the trigger's chunk layout"), art, "half")
@@ -835,7 +837,6 @@ class RankDecoder:
         start = L["elem_start"].astype(np.int64)
         count = L["num_elements"].astype(np.int64)
         half, got = L["half"].astype(np.int64), L["ring_step"].astype(np.int64)
-        want_half = np.full(L.size, -2, np.int64)
         s = np.zeros(L.size, np.int64)  # step within the chunk group (0 off sel)
         g = np.zeros(L.size, np.int64)
         hops = np.full(L.size, -1, np.int64)
@@ -849,7 +850,6 @@ class RankDecoder:
         for m in np.split(sel, cut):
             t = self.entry_trigger[int(spi[m[0]])]
             n, h_cw = len(t.group), t.single_cycle[1][0]
-            want_half[m] = t.half_of(start[m], count[m])
             chans, at = np.unique(ch[m], return_inverse=True)
             rings = np.stack([h if h is not None else np.full(n, -1, np.int64)
                               for h in (t.ring_hops(c, self.rank) for c in chans.tolist())])
@@ -858,13 +858,8 @@ class RankDecoder:
             hops[m] = i
             s[m] = np.where(i == 0, h_cw, np.where(before[m], h_cw - i, h_cw + n - i))
             checked[m] = (i >= 0) & np.where(i == 0, at_root[m], before[m] | after[m])
-        self.check((want_half >= -1) & (half != want_half), lambda i: (
-            f"half should be {want_half[i]}, not {half[i]}: elements [{start[i]}, "
-            f"{start[i] + count[i]}) are half {want_half[i]} of their chunk (a "
-            "SINGLE_CYCLE_RING trigger chunks as the ring: docs/DESIGN.md \"Leg layouts\")"
-            if want_half[i] >= 0 else
-            f"the elements [{start[i]}, {start[i] + count[i]}) of a half {half[i]} leg are not "
-            "inside one half-chunk of the trigger's chunk layout"), art, "half")
+        self._check_ring_halves(L, sel, half, spi, L.size, art, " (a SINGLE_CYCLE_RING trigger "
+                                "chunks as the ring: docs/DESIGN.md \"Leg layouts\")")
         gid, gfirst = self.group_of, self.group_first
         # a channel (its (entry, channel) group of legs.bin) with a ring leaf of another role
         # is not checked: its largest step is not known
