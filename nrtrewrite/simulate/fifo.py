@@ -561,6 +561,7 @@ class FifoDecoder:
             lst: list[Transfer] = []
             hs = (rank, sem_id(ch, ROLE_SEND))
             sent: dict[int, int] = {}  # entry -> its complete transfers so far (in order)
+            ends: dict[int, np.ndarray] = {}  # entry -> its legs' sends, summed (_sender)
             for k, (start, n) in sorted(f.tx_groups.items()):
                 ent = prog.entries[f.op_entry[k]]
                 t = ent.trigger
@@ -597,7 +598,7 @@ class FifoDecoder:
                     comp = bool(tx["complete"][j])
                     whole = prev_complete and comp  # the entry is its transfer, whole
                     self._check_pair(f, rf, rec, tx[j], rf.rx[rj], recv, rf.rx_first + rj,
-                                     self._sender(prog, ent, ch, sent.get(ent.index, 0))
+                                     self._sender(prog, ent, ch, sent.get(ent.index, 0), ends)
                                      if whole and _ring_op(ent) else None)
                     if past is not None and past[0] == j:
                         raise past[1]
@@ -795,15 +796,18 @@ class FifoDecoder:
                 record=f.ops_first + k, field="inc_recv_complete")
 
     @staticmethod
-    def _sender(prog: RankProgram, ent: Entry, ch: int, i: int) -> tuple[int, int, int] | None:
+    def _sender(prog: RankProgram, ent: Entry, ch: int, i: int,
+                ends: dict[int, np.ndarray]) -> tuple[int, int, int] | None:
         """The leg of ``ent`` on channel ``ch`` that hands transfer ``i`` (0 the first) to the
         proxy (its send_sema increments, in program order: _check_sends counted them) and
         its num_elements and element size (the transfer's bytes), where that leg hands
         exactly one transfer (FORMATS §8 "Entries": a ring leg's data is one transfer); else
-        None."""
+        None.  ``ends``: entry -> the cumulative send_sema increments of its legs on ``ch``,
+        filled here once per entry (until 2026-12-07 summed again for every transfer)."""
         first, count = ent.queues.get(ch, (0, 0))
-        ends = np.cumsum(prog.l_proxy_sends[first:first + count])
-        g = first + int(np.searchsorted(ends, i, side="right"))
+        if ent.index not in ends:
+            ends[ent.index] = np.cumsum(prog.l_proxy_sends[first:first + count])
+        g = first + int(np.searchsorted(ends[ent.index], i, side="right"))
         if g >= first + count or int(prog.l_proxy_sends[g]) != 1:
             return None
         return g, int(prog.l_num[g]), io_size(ent.trigger.dtype)
