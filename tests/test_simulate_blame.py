@@ -770,3 +770,143 @@ def test_a_channel_raised_on_a_programs_mark_end_is_named_at_its_record(ar2_out,
         "only mark_end, and its step 10 runs on from record 9's (entry 0 channel 0, step 9): "
         "legs are ordered by (entry, channel), each channel program ends with mark_end "
         "(FORMATS §3)")
+
+
+# ---------------------------------------------------------------- flat RING: what the leaf fixes
+def _set_u64(out: Path, rank: int, name: str, offset: int, value: int) -> int:
+    """Set the u64 at ``offset`` of ``rank``'s ``name``; re-hash; return the old value."""
+    p = out / f"rank-{rank:04d}" / name
+    b = bytearray(p.read_bytes())
+    old = struct.unpack_from("<Q", b, offset)[0]
+    struct.pack_into("<Q", b, offset, value)
+    p.write_bytes(bytes(b))
+    rehash(out)
+    return old
+
+
+def test_a_flat_ring_data_legs_elem_start_moved_into_the_other_half_is_named_at_elem_start(
+        ar2_out, tmp_path):
+    """ar2_out's rank 0 legs.bin record 2 sends H0 of block 1, elements [500, 750) (halves of
+    250: FORMATS §3); its elem_start (u64 at 48) set to 750, H1's first element. The leg's
+    piece, sb2sb.bin record 0 (legs 0 and 1 move no data), keeps src.start_addr 500 x 2 =
+    0x3e8 (§4), and its first BD (dma.bin record 0) element 500: the two agree, so the changed
+    field is elem_start (until 2026-12-07 the line named half, 'half should be 1, not 0:
+    elements [750, 1000) are half 1 of their chunk', a field nobody changed; a test expected
+    it of a changed num_elements: test_a_ring_leg_running_past_its_block_is_refused_for_its_
+    count)."""
+    out = copy(ar2_out, tmp_path)
+    assert _set_u64(out, 0, "legs.bin", 64 * 2 + 48, 750) == 500
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field elem_start, rank 0, channel 0, artifact legs.bin, record "
+        "2: elem_start should be 500, not 750: the leg's piece at sb2sb.bin record 0 "
+        "(src.start_addr 0x3e8) and the BD that moves it (dma.bin record 0) both put its "
+        "first element at 500, not 750")
+
+
+def test_a_flat_ring_direct_recvs_elem_start_moved_into_the_other_half_is_named_at_elem_start(
+        ar2_out, tmp_path):
+    """ar2_out's rank 0 legs.bin record 8 is the first direct_recv, H0 of block 1, elements
+    [500, 750) (no data: FORMATS §3), which rank 1, its ring predecessor, sends as the
+    direct_copy_send of its own block's H0 (seed 001 §4 over 2 ranks). Its elem_start set
+    to 250 (block 0's H1): the ring pairing names elem_start with what the predecessor sent
+    (until 2026-12-07 the line named half, 'half should be 1, not 0')."""
+    out = copy(ar2_out, tmp_path)
+    assert _set_u64(out, 0, "legs.bin", 64 * 8 + 48, 250) == 500
+    err = _error(out)
+    assert err.startswith(f"{out / 'rank-0000'}: field elem_start, trigger 0, rank 0, "
+                          "artifact legs.bin, record 8: consuming leg "), err
+    assert "(direct_recv) takes elements [250, 500), but sending leg " in err, err
+    assert err.endswith("of its ring predecessor, rank 1 (its legs.bin record 5, "
+                        "direct_copy_send), sent [500, 750)"), err
+
+
+@pytest.fixture(scope="module")
+def ar8_out(tmp_path_factory) -> Path:
+    """A bf16 all-reduce of 1024 elements over ranks 0..7, RING: one channel, ring 0 -> 1 ->
+    ... -> 7, one chunk group of chunks of 128, halves of 64 (FORMATS §3). Seed 001 §4's
+    loop on rank 0: step n - 1 - i moves the chunk of the member i hops ahead in the
+    reduce-scatter phase, step 2n - 1 - i in the all-gather phase."""
+    return lower_spec(coll_spec("all_reduce", "bf16", 8, 1024),
+                      tmp_path_factory.mktemp("ar8") / "o")
+
+
+LEAF_CODE = {"send": 1, "recv_reduce_send": 2, "recv_reduce_copy": 3,
+             "recv_reduce_copy_send": 4, "direct_copy_send": 5, "direct_recv_send": 6}
+
+
+@pytest.mark.parametrize("leaf,start,to,hops,step,sdma,neigh", [
+    # step 1 (i = 6) receives, reduces and sends on member 6's chunk [768, 896): H0. As
+    # recv_reduce_copy (2 ^ 1 = 3: sdma_op 4 alike, neigh LOCAL 0 where the record keeps NEXT
+    # 1) it was named at neigh
+    ("recv_reduce_send", 768, "recv_reduce_copy", 6, 1, 4, 1),
+    # step 0 (i = 7) sends member 7's chunk [896, 1024): H0. As recv_reduce_send (1 ^ 3 = 2,
+    # a reduce: sdma_op 4, where the record keeps 2, a copy) it was named at sdma_op
+    ("send", 896, "recv_reduce_send", 7, 0, 2, 1),
+    # step 2n - 1 - 5 = 10 receives and sends on member 5's chunk [640, 768) in the
+    # all-gather phase; recv_reduce_send (6 ^ 4 = 2) is what the first phase calls on that
+    # chunk (at step 2): the record's ring_step 10 says the phase
+    ("direct_recv_send", 640, "recv_reduce_send", 5, 10, 2, 1),
+])
+def test_a_flat_ring_leaf_swapped_for_one_of_another_sdma_op_or_neigh_is_named_at_leaf(
+        ar8_out, tmp_path, leaf, start, to, hops, step, sdma, neigh):
+    """FORMATS §3: leaf is the byte at 12, sdma_op at 7, neigh at 15. A leaf changed into one
+    whose sdma_op or neigh differ from the record's made those fields disagree with it, and
+    the line named the field checked first (sdma_op or neigh) with the new leaf's value,
+    though the leaf is what changed: the step loop (seed 001 §4) fixes the leaf from the
+    chunk the elem_start names, and the one it calls there with the record's sdma_op and
+    neigh is named (SIMULATOR §2)."""
+    out = copy(ar8_out, tmp_path)
+    legs = np.fromfile(out / "rank-0000" / "legs.bin", F.LEG_DTYPE)
+    rec = int(np.flatnonzero((legs["leaf"] == LEAF_CODE[leaf])
+                             & (legs["elem_start"] == start))[0])
+    assert (int(legs["num_elements"][rec]), int(legs["ring_step"][rec])) == (64, step)
+    assert (int(legs["sdma_op"][rec]), int(legs["neigh"][rec])) == (sdma, neigh)
+    _flip(out, 0, "legs.bin", 64 * rec + 12, LEAF_CODE[leaf] ^ LEAF_CODE[to])
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field leaf, rank 0, channel 0, artifact legs.bin, record {rec}: "
+        f"leaf should be {leaf}, not {to}: elements [{start}, {start + 64}) are of the chunk "
+        f"of the member {hops} hops ahead on the channel's ring of 8, which the all-reduce's "
+        f"step loop moves at step {step} with {leaf}, the leaf of the record's sdma_op {sdma} "
+        f"and neigh {neigh} (seed 001 §4, docs/DESIGN.md \"Buffers and data flow\", FORMATS "
+        "§3)")
+
+
+def test_a_host_cc_final_reduce_swapped_for_recv_reduce_send_is_named_at_leaf(tmp_path):
+    """A bf16 all-reduce of 4096 elements over ranks 0..3 with --host-cc: chunks of 1024,
+    halves of 512; rank 0's own chunk [0, 1024) is reduced last, at step n - 1 = 3, by
+    recv_reduce_copy_send (seed 001 §4, reduction_type RING_2R2W 1: seed 000 §5.4). As
+    recv_reduce_send (4 ^ 6 = 2: sdma_op and neigh alike, reduction_type RING_2R1W 0) it
+    was named at reduction_type, 'reduction_type 1 in a RING reduce leg'."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 4, 4096), tmp_path / "o", host_cc=True)
+    legs = np.fromfile(out / "rank-0000" / "legs.bin", F.LEG_DTYPE)
+    rec = int(np.flatnonzero((legs["leaf"] == 4) & (legs["elem_start"] == 0))[0])
+    assert (int(legs["reduction_type"][rec]), int(legs["ring_step"][rec])) == (1, 3)
+    _flip(out, 0, "legs.bin", 64 * rec + 12, 6)
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field leaf, rank 0, channel 0, artifact legs.bin, record {rec}: "
+        "leaf should be recv_reduce_copy_send, not recv_reduce_send: elements [0, 512) are of "
+        "the chunk of the member 0 hops ahead on the channel's ring of 4, which the "
+        "all-reduce's step loop moves at step 3 with recv_reduce_copy_send, the leaf of the "
+        "record's sdma_op 4 and neigh 1 (seed 001 §4, docs/DESIGN.md \"Buffers and data "
+        "flow\", FORMATS §3)")
+
+
+@pytest.mark.parametrize("start,to", [(896, 8), (0, 15)])
+def test_a_flat_ring_step_moved_to_the_other_phases_is_named_at_ring_step(
+        ar8_out, tmp_path, start, to):
+    """The send of member 7's chunk [896, 960) is step 0; its ring_step (u32 at 60) bit 3
+    set makes 8, the step the all-gather phase gives that chunk (2n - 1 - 7), and the rank's
+    own direct_copy_send of [0, 64) at step 7 made 15 likewise (2n - 1 - 0). The leaf's
+    semaphores bear it out (a send, a direct_copy_send waits on no recv_sema, the all-gather
+    phase's direct_recv_send there would: FORMATS §7), so ring_step is named, not the leaf
+    (until 2026-12-07: 'leaf should be direct_recv_send, not send')."""
+    out = copy(ar8_out, tmp_path)
+    legs = np.fromfile(out / "rank-0000" / "legs.bin", F.LEG_DTYPE)
+    rec = int(np.flatnonzero(np.isin(legs["leaf"], (1, 5)) & (legs["elem_start"] == start))[0])
+    was = int(legs["ring_step"][rec])
+    _flip(out, 0, "legs.bin", 64 * rec + 60, was ^ to)
+    lf = "send" if start else "direct_copy_send"
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field ring_step, rank 0, channel 0, artifact legs.bin, record "
+        f"{rec}: ring_step should be {was}, the ring schedule's, not {to}: {lf} of elements "
+        f"[{start}, {start + 64}) is step {was} of chunk group 0 (seed 001 §4, FORMATS §3)")

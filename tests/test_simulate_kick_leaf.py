@@ -1397,21 +1397,28 @@ def test_a_manifest_listing_other_triggers_than_the_model_is_refused_with_it(
         f"3], the model's, not {listed}")
 
 
-def test_a_ring_leg_running_past_its_block_is_refused_for_its_half(ag33_out, tmp_path):
+def test_a_ring_leg_running_past_its_block_is_refused_for_its_count(ag33_out, tmp_path):
     """SIMULATOR §2: a flat RING leg's ``half`` is the half-chunk holding its elements, ranges
     clamped to the block (docs/DESIGN.md "Chunking"). Rank 0's send of block 0's H1 is
     [17, 33); one element more, [17, 34), ends inside the 34-element tail chunk's H1 as the
     unclamped layout would have it, but runs into block 1 (rank 1's), so it lies in no one
-    half-chunk. A simulator that clamped the half to the chunk only took its half 1 (and
-    refused the leg later, for its stream's bytes)."""
+    half-chunk: TriggerSpec.half_of says -1 (a simulator that clamped the half to the chunk
+    only took its half 1). The flipped field is num_elements, and the leg's source stream of
+    16 x 2 bytes (FORMATS §3) bears it out: named there (until 2026-12-07 the line named
+    ``half``, a field nobody changed, and this test expected it: a data leg's half and
+    ring_step errors now wait for the checks that hold its elements to its BDs)."""
     L = legs(ag33_out, 0)
     i = int(np.flatnonzero((L["elem_start"] == 17) & (L["half"] == 1))[0])
     assert int(L["num_elements"][i]) == 16
+    spec = triggers_mod.load_triggers(json.loads((ag33_out / "manifest.json").read_text()))
+    (t,) = spec.values()
+    assert t.half_of(np.array([17, 17, 0]), np.array([16, 17, 17])).tolist() == [1, -1, 0]
     out = copy(ag33_out, tmp_path)
     poke(out / "rank-0000" / "legs.bin", i * REC + NUM_ELEMENTS, struct.pack("<I", 17))
     rehash(out)
-    refused(out, "artifact legs.bin", f"record {i}:", "field half", "the elements [17, 34) "
-            "of a half 1 leg are not inside one half-chunk of the trigger's chunk layout")
+    refused(out, "artifact legs.bin", f"record {i}:", "field num_elements",
+            "num_elements x 2 bytes should be the 32 bytes each source stream carries, not "
+            "17 x 2")
 
 
 @pytest.mark.parametrize("chunk_size_n", [34, 4096, 16])

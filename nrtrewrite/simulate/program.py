@@ -311,8 +311,8 @@ class RankDecoder:
         self.rank = rf.rank
         self.a = rf.arrays
         self.late_error: SimulationError | None = None  # see RankProgram.late_error
-        #: a flat RING leg's half or ring_step error on an SBUF operand, raised after
-        #: check_sb2sb has held its pieces to elem_start
+        #: a flat RING leg's half or ring_step error on an SBUF operand (or a data leg's on
+        #: any), raised after check_sb2sb has held its pieces to elem_start
         self.ring_leg_error: SimulationError | None = None
 
     def fail(self, why: str, artifact: str, record: int | None = None, field_: str | None = None,
@@ -372,7 +372,7 @@ class RankDecoder:
         try:  # (raised by the run's loader after the ring pairing: check_single_cycle_legs)
             self.check_single_cycle_legs()
         except SimulationError as exc:
-            self.late_error = exc
+            self.late_error = self.late_error or exc
         return self.build()
 
     # ------------------------------------------------------------------ SPAD
@@ -620,6 +620,12 @@ class RankDecoder:
         # (FORMATS §3.3: sdma_op 2); on RING and SINGLE_CYCLE_RING it only consumes (0)
         want_sdma = np.where((at_leg == int(EncAlgType.KANGARING)) & (leaf == 7), SDMA_CME,
                              want_sdma)
+        # a leaf swapped for one with another sdma_op, neigh or reduction_type is named at
+        # leaf where the step loop tells (_blame_swapped_leaf), before those fields' checks
+        flat_ring = np.array([t.algorithm == "RING" and lg == "flat" for t, lg in
+                              zip(self.entry_trigger, self.entry_leg)], bool) & self.ring_entry \
+            if ne else np.zeros(0, bool)
+        self._blame_swapped_leaf(_first(sdma != want_sdma), L, flat_ring)
         self.check(sdma != want_sdma, lambda i: f"sdma_op for leaf "
                    f"{LEAF_NAMES.get(int(leaf[i]))} should be {want_sdma[i]}, not {sdma[i]}",
                    art, "sdma_op")
@@ -635,6 +641,8 @@ class RankDecoder:
             want_rt = np.where((at_leg == int(EncAlgType.RING))
                                & (leaf == int(Leaf.recv_reduce_copy_send)),
                                int(ReductionType.RING_2R2W), _RT[at_leg])
+            self._blame_swapped_leaf(_first(red & (want_rt >= 0) & (rt != want_rt)), L,
+                                     flat_ring)
             self.check(red & (want_rt >= 0) & (rt != want_rt), lambda i: f"reduction_type "
                        f"{rt[i]} in a {_alg_name(int(at_leg[i]))} reduce leg (the ring-versus-"
                        f"kangaring fork: {want_rt[i]})", art, "reduction_type")
@@ -643,6 +651,7 @@ class RankDecoder:
         want_neigh = np.where(np.isin(leaf, list(SENDING)), NEIGH_NEXT,
                               np.where(leaf == 7, NEIGH_PREV, NEIGH_LOCAL))
         fixed = ring_leaf | (leaf == MARK_END)
+        self._blame_swapped_leaf(_first(fixed & (neigh != want_neigh)), L, flat_ring)
         self.check(fixed & (neigh != want_neigh), lambda i: f"neigh for leaf "
                    f"{LEAF_NAMES.get(int(leaf[i]))} should be {want_neigh[i]}, not {neigh[i]}",
                    art, "neigh")
@@ -679,10 +688,7 @@ class RankDecoder:
                    art, "elem_start")
         # the half of a flat RING entry's leg is the half-chunk its elements sit in (the chunk
         # layout of the trigger manifest's `chunk`, TriggerSpec.half_of), not what it says
-        flat = np.array([self.entry_trigger[e].algorithm == "RING"
-                         and self.entry_leg[e] == "flat"
-                         for e in range(ne)], bool) & self.ring_entry if ne else np.zeros(0, bool)
-        sel = np.flatnonzero(np.isin(leaf, list(RING_LEAVES)) & flat[spi]) if n else \
+        sel = np.flatnonzero(np.isin(leaf, list(RING_LEAVES)) & flat_ring[spi]) if n else \
             np.zeros(0, np.int64)
         try:
             self._check_ring_halves(L, sel, half, spi, n, art)
@@ -690,12 +696,24 @@ class RankDecoder:
         except SimulationError as exc:
             # a flat RING leg on an SBUF operand whose pieces' words and BDs agree on a place
             # that is not its elem_start's is named there first (check_sb2sb): the half and
-            # step read a moved elem_start's chunk (docs/SIMULATOR.md §2)
+            # step read a moved elem_start's chunk (docs/SIMULATOR.md §2); so is a data leg's
+            # half or ring_step on a DRAM operand, whose pieces' words and BDs bear out or
+            # name its elem_start (until 2026-12-07 an elem_start moved into the other half
+            # was named at half)
             rec = exc.where.record
-            if rec is None or not any(fp is not None for fp in self._sbuf_footprints(
-                    self.entry_trigger[int(spi[rec])])):
+            late = rec is not None and leaf[rec] == DIRECT_RECV \
+                and exc.where.field in ("half", "ring_step")
+            if late:
+                # a direct_recv moves no data: its elem_start is held to its predecessor's
+                # send by the ring pairing, which the run's loader checks before this error
+                self.late_error = exc
+            elif rec is None or not (
+                    any(fp is not None for fp in self._sbuf_footprints(
+                        self.entry_trigger[int(spi[rec])]))
+                    or (sdma[rec] != SDMA_NONE and exc.where.field in ("half", "ring_step"))):
                 raise
-            self.ring_leg_error = exc
+            else:
+                self.ring_leg_error = exc
         # record ranges must tile their files exactly, in leg order
         for first, count, fname in (("dma_first", "dma_count", "dma.bin"),
                                     ("cce_first", "cce_count", "cce.bin"),
@@ -720,6 +738,64 @@ class RankDecoder:
         self.spi, self.ch, self.leaf, self.sdma = spi, ch, leaf, sdma
         self.group_first, self.group_of = gfirst, gid
         self.n_legs = n
+
+    def _blame_swapped_leaf(self, k: int | None, L: np.ndarray, flat_ring: np.ndarray) -> None:
+        """Record ``k``'s ``sdma_op``, ``reduction_type`` or ``neigh`` disagrees with what its
+        leaf implies (FORMATS §3, seed 000 §5.4). On a flat RING entry's ring leaf the step
+        loop (seed 001 §4, docs/DESIGN.md "Buffers and data flow") fixes the leaf from the
+        chunk its elem_start names: where the record's leaf is not one it calls on that chunk
+        (in either phase of an all-reduce) and exactly one that it calls has the record's
+        ``sdma_op`` and ``neigh``, the leaf is what changed and is named with that one (until
+        2026-12-07 such a swap, ``recv_reduce_copy`` for ``recv_reduce_send``, was named at
+        ``neigh``, ``sdma_op`` or ``reduction_type``). Otherwise the caller's check names its
+        field."""
+        if k is None:
+            return
+        leaf = int(L["leaf"][k])
+        e = int(L["spad_index"][k])
+        if not flat_ring[e] or leaf not in RING_LEAVES:
+            return
+        t = self.entry_trigger[e]
+        n = len(t.group)
+        hops_at = t.ring_hops(int(L["channel"][k]), self.rank)
+        if hops_at is None:
+            return
+        e0, n0 = int(L["elem_start"][k]), int(L["num_elements"][k])
+        _g, pos = t.chunk_of(np.array([e0], np.int64))
+        if not 0 <= int(pos[0]) < n:
+            return
+        hops = int(hops_at[int(pos[0])])
+        phases = (False, True) if t.op == "ALLREDUCE" and hops > 0 and n > 1 else (False,)
+
+        def step_of(x: int, phase2: bool) -> int:
+            if t.op == "ALLREDUCE":
+                return 2 * n - 1 - hops if phase2 else 0 if x == DIRECT_COPY else n - 1 - hops
+            return n - 1 - hops if t.op == "REDUCE_SCATTER" else (n - hops) % n
+
+        if len(phases) == 2:
+            # an all-reduce moves the chunk once in each phase, the steps n apart: where the
+            # record's ring_step is one phase's (2n - 1 steps a chunk group, FORMATS §3), the
+            # leaf is that phase's
+            at = [ph for ph in phases if step_of(0, ph) + int(_g[0]) * (2 * n - 1)
+                  == int(L["ring_step"][k])]
+            phases = tuple(at) or phases
+        called = {x for ph in phases
+                  for x in self._step_loop_leaves(t, hops, ph, k, every=True)}
+        if leaf in called:
+            return
+        fits = {(x, step_of(x, ph)) for ph in phases
+                for x in self._step_loop_leaves(t, hops, ph, k, alike=True)}
+        if len(fits) != 1:
+            return
+        ((want, step),) = fits
+        name = LEAF_NAMES[want]
+        raise self.fail(
+            f"leaf should be {name}, not {LEAF_NAMES.get(leaf, leaf)}: elements [{e0}, "
+            f"{e0 + n0}) are of the chunk of the member {hops} hops ahead on the channel's "
+            f"ring of {n}, which the {_OP_TEXT[t.op]}'s step loop moves at step {step} with "
+            f"{name}, the leaf of the record's sdma_op {int(L['sdma_op'][k])} and neigh "
+            f"{int(L['neigh'][k])} (seed 001 §4, docs/DESIGN.md \"Buffers and data flow\", "
+            "FORMATS §3)", "legs.bin", k, "leaf", channel=int(L["channel"][k]))
 
     def _check_ring_halves(self, L: np.ndarray, sel: np.ndarray, half: np.ndarray,
                            spi: np.ndarray, n: int, art: str, why: str = "") -> None:
@@ -1064,6 +1140,12 @@ class RankDecoder:
             t = self.entry_trigger[int(spi[bad])]
             phase2 = int(leaf[bad]) not in _ALL_GATHER_PHASE
             wants = self._step_loop_leaves(t, int(hop[bad]), phase2, int(bad), alike=True)
+            # ... unless the leg's own semaphores bear its leaf out: a consuming leaf waits on
+            # its channel's recv_sema, the other phase's leaf there does not (or the reverse),
+            # so the ring_step is what moved (until 2026-12-07 the leaf was named)
+            waits = self._waits_recv_sema(L, int(bad))
+            wants = tuple(x for x in wants
+                          if (x in CONSUMING) == waits or (int(leaf[bad]) in CONSUMING) != waits)
             if wants:
                 s[bad] = alt_s[bad]
                 wrong_leaf = {int(bad): (wants, int(hop[bad]), len(t.group))}
@@ -1097,6 +1179,14 @@ class RankDecoder:
                    + " (seed 001 §4, FORMATS §3)")
         raise self.fail(why, art, bad, "ring_step", channel=int(ch[bad]))
 
+    def _waits_recv_sema(self, L: np.ndarray, k: int) -> bool:
+        """Whether leg ``k``'s semaphore records (sem.bin, FORMATS §7) wait on a recv_sema
+        (ctrl role 0, sub-op wait_ge_and_dec), as a consuming ring leaf's do."""
+        f, c = int(L["sem_first"][k]), int(L["sem_count"][k])
+        ctrl = self.a["sem.bin"]["ctrl"][f:f + c].astype(np.int64)
+        return bool((((ctrl & F.SEM_SUBOP_MASK) == WAIT)
+                     & (((ctrl >> F.SEM_ROLE_SHIFT) & 0xFF) == 0)).any())
+
     def _ring_leaf_wants(self, t: TriggerSpec, m: np.ndarray, i: np.ndarray, lf: np.ndarray,
                          wrong: dict) -> None:
         """The leaves a flat RING entry's step loop calls on the legs ``m`` (leaves ``lf``),
@@ -1122,13 +1212,13 @@ class RankDecoder:
                 wrong[k] = (wants, hops, n)
 
     def _step_loop_leaves(self, t: TriggerSpec, hops: int, phase2: bool, k: int,
-                          alike: bool = False) -> tuple:
+                          alike: bool = False, every: bool = False) -> tuple:
         """The leaves :meth:`_ring_leaf_wants` says the step loop of ``t`` calls on the chunk
         of the member ``hops`` ahead (``phase2``: in an all-reduce's all-gather phase); where
         two are called (the rank's own chunk: ``recv_reduce_copy`` then ``direct_copy_send``;
         an all-gather's own block: ``send`` or ``direct_copy``), those whose ``sdma_op`` and
         ``neigh`` are record ``k``'s (both checked against its leaf before) when any is
-        (``alike``: only those, none if none is)."""
+        (``alike``: only those, none if none is; ``every``: all it calls there)."""
         n = len(t.group)
         L = Leaf
         if n == 1:
@@ -1145,6 +1235,8 @@ class RankDecoder:
         else:
             wants = ((int(L.recv_reduce_copy_send),) if self.layout.host_cc else
                      (int(L.recv_reduce_copy), int(L.direct_copy_send)))
+        if every:
+            return wants
         rec = self.a["legs.bin"][k]
         same = tuple(x for x in wants
                      if (SDMA_CCE if x in REDUCE_LEAVES else SDMA_CME if x in COPY_LEAVES
