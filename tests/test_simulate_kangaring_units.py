@@ -421,3 +421,74 @@ def test_a_kangaring_trigger_listing_other_than_one_channel_per_chunk_channel_is
     rehash(out)
     assert refused(out) == (f"{_field(out)}channels should list the 1 channel chunk.channels "
                             "1 asks for, not 2 (a KANGARING trigger lists one per chunk channel)")
+
+
+# ---------------------------------------------------------------- a flat KANGARING leg's half, step
+@pytest.fixture(scope="module")
+def kr4000_out(tmp_path_factory) -> Path:
+    """A bf16 KANGARING all-reduce of 4000 elements over ranks 0..15 at LNC 2 (docs/DESIGN.md
+    "Kangaring"): one channel whose cycle of primaries is [0, 1, 4, 5, 8, 9, 12, 13], units of
+    a primary and its cross-die secondary; the trigger chunks as the ring (DESIGN "Leg
+    layouts"): 4000 / 16 = 250 elements a chunk position (one chunk group, tail_chunk 250),
+    halves of 125 (FORMATS §3)."""
+    from irsim import ar, collective_spec
+    out = lower_spec(collective_spec([ar(4000)], 16, lnc=2),
+                     tmp_path_factory.mktemp("kr4000") / "o", algo="kangaring")
+    t = json.loads((out / "manifest.json").read_text())["triggers"][0]
+    assert t["channels"] == [{"channel": 0, "order": [0, 1, 4, 5, 8, 9, 12, 13]}]
+    assert t["kangaring"][0]["units"] == [[0, 2], [1, 3], [4, 6], [5, 7], [8, 10], [9, 11],
+                                          [12, 14], [13, 15]]
+    assert t["chunk"] == {"channels": 1, "chunk_size_n": 256, "pgta": 1, "tail_chunk": 250}
+    return out
+
+
+def _set_leg_byte(out: Path, rank: int, leaf: int, start: int, offset: int, mask: int) -> int:
+    """XOR byte ``offset`` of ``rank``'s legs.bin record of ``leaf`` starting at element
+    ``start`` (FORMATS §3: leaf at 12, elem_start at 48) with ``mask``; re-hash; its index."""
+    p = out / f"rank-{rank:04d}" / "legs.bin"
+    L = np.fromfile(p, F.LEG_DTYPE)
+    rec = int(np.flatnonzero((L["leaf"] == leaf) & (L["elem_start"] == start))[0])
+    b = bytearray(p.read_bytes())
+    b[64 * rec + offset] ^= mask
+    p.write_bytes(bytes(b))
+    rehash(out)
+    return rec
+
+
+def test_a_kangaring_legs_half_is_the_half_chunk_its_elements_sit_in(kr4000_out, tmp_path):
+    """FORMATS §3 ``half`` (byte 13): rank 0's direct_reduce_send_kangaring (leaf 10) of
+    member 13's chunk [3250, 3500), its H1 [3375, 3500), said 0: the other half, in range,
+    simulated as a match until 2026-12-07 (SIMULATOR §7 had it range-checked only)."""
+    out = copy(kr4000_out, tmp_path)
+    rec = _set_leg_byte(out, 0, 10, 3375, 13, 1)
+    assert refused(out) == (
+        f"{out / 'rank-0000'}: field half, rank 0, artifact legs.bin, record {rec}: half "
+        "should be 1, not 0: elements [3375, 3500) are half 1 of their chunk (a KANGARING "
+        "trigger chunks as the ring: docs/DESIGN.md \"Leg layouts\")")
+
+
+@pytest.mark.parametrize("leaf,start,name,mask,hops,step", [
+    # step u - 1 - i = 0 sends (reducing the unit's inputs) the chunks of the unit 7 hops
+    # ahead on the cycle of u = 8, [13, 15]: member 15's [3750, 4000), H0 [3750, 3875)
+    (10, 3750, "direct_reduce_send_kangaring", 1, 7, 0),
+    # the all-gather phase moves that unit's chunks on at step 2u - 1 - 7 = 8
+    (6, 3750, "direct_recv_send", 2, 7, 8),
+    # the own unit [0, 2] at step u - 1 = 7: recv_reduce_copy of member 2's [500, 750)
+    (3, 500, "recv_reduce_copy", 4, 0, 7),
+])
+def test_a_kangaring_legs_ring_step_is_the_ring_template_over_its_units(
+        kr4000_out, tmp_path, leaf, start, name, mask, hops, step):
+    """FORMATS §3 ``ring_step`` (u32 at 60): docs/DESIGN.md "Kangaring": per channel and
+    chunk group the primary runs the ring's step template (seed 001 §4) over the cycle of
+    units, one leg per member of a unit step, so a leg's step is the ring's over the 8 units
+    for the unit holding its chunk's member, and a group's steps are 2u - 1 = 15. A bit
+    flipped simulated as a match until 2026-12-07."""
+    out = copy(kr4000_out, tmp_path)
+    rec = _set_leg_byte(out, 0, leaf, start, 60, mask)
+    assert refused(out) == (
+        f"{out / 'rank-0000'}: field ring_step, rank 0, channel 0, artifact legs.bin, record "
+        f"{rec}: ring_step should be {step}, the kangaring schedule's, not {step ^ mask}: "
+        f"{name} of elements [{start}, {start + 125}) moves the chunk of a member of the unit "
+        f"{hops} hop{'s' if hops != 1 else ''} ahead on the channel's cycle of 8 units: step "
+        f"{step} of chunk group 0 (15 steps a group on this channel) (docs/DESIGN.md "
+        "\"Kangaring\": the ring's step template over the units, seed 001 §4; FORMATS §3)")

@@ -20,9 +20,11 @@ import json
 import struct
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import nrtrewrite.select as select_mod
+from nrtrewrite.emit import formats as F
 from nrtrewrite.simulate import simulate_output
 from test_simulate import coll_spec, lower_spec
 from test_simulate_hier_checks import _field, _typed_refusal
@@ -395,4 +397,80 @@ def test_a_five_rank_single_cycle_ring_step_on_a_rank_before_the_root(tmp_path):
         "ring_step should be 1, the single-cycle schedule's, not 0: recv_reduce_send of "
         "elements [2500, 3000) on the CW channel, the partial 1 hop from its root: step "
         f"h_cw - 1 = 1 of chunk group 0 (5 steps a group on this channel; h_cw 2, 5 ranks) "
+        f"{STEP_WHY}")
+
+
+# ---------------------------------------------------------------- a HIER single-cycle leg
+@pytest.fixture(scope="module")
+def hier_scr_out(tmp_path_factory) -> Path:
+    """A bf16 HIER all-reduce of 5000 elements over 48 ranks at LNC 2, three nodes of 16 (a
+    node of four trn2 devices), ``--algo inter_allr:single_cycle_ring``: rank 0's local index
+    0 holds slice [0, 320) (docs/DESIGN.md "HIER": 5000 by even_split in 16 slices of 320, the
+    last 200) and all-reduces it across the nodes with ranks 16 and 32, a SINGLE_CYCLE_RING
+    leg over 3 ranks (h_cw = ceil(2 / 2) = 1) on the CW channel 1 ([0, 16, 32]) and the CCW
+    channel 2 ([0, 32, 16]). Its plan chunks the slice as the ring (DESIGN "Leg layouts"):
+    3 positions of at most 128, the one chunk group re-clamped to ceil(320 / 3) = 107 rounded
+    up to 108, so position 1 (rank 16) is [108, 216), halves [108, 162) and [162, 216),
+    position 2 (rank 32) [216, 320), halves [216, 270) and [270, 320)."""
+    from irsim import SMALL_TWO_NODE_TOPOLOGY, ar, collective_spec
+    root = tmp_path_factory.mktemp("hier_scr")
+    topo = root / "topo.json"
+    topo.write_text(json.dumps(SMALL_TWO_NODE_TOPOLOGY))
+    out = lower_spec(collective_spec([ar(5000)], 48, lnc=2), root / "o",
+                     algo="inter_allr:single_cycle_ring", topology=str(topo))
+    t = json.loads((out / "manifest.json").read_text())["triggers"][0]
+    leg = next(x for x in t["hier"]["legs"] if x["name"] == "inter_allr")
+    assert leg["algorithm"] == "SINGLE_CYCLE_RING" and t["hier"]["slices"][0] == [0, 320]
+    assert leg["groups"][0] == {"group": [0, 16, 32], "plan": 0}
+    plan = leg["plans"][0]
+    assert plan["chunk"] == {"channels": 1, "chunk_size_n": 128, "pgta": 1, "tail_chunk": 108}
+    assert plan["channels"] == [{"channel": 1, "order": [0, 1, 2]},
+                                {"channel": 2, "order": [0, 2, 1]}]
+    return out
+
+
+def _leg_at(out: Path, rank: int, channel: int, leaf: int, start: int) -> int:
+    """The legs.bin record of ``rank`` on ``channel`` of ``leaf`` from element ``start``."""
+    L = np.fromfile(out / f"rank-{rank:04d}" / "legs.bin", F.LEG_DTYPE)
+    return int(np.flatnonzero((L["channel"] == channel) & (L["leaf"] == leaf)
+                              & (L["elem_start"] == start))[0])
+
+
+def test_a_hier_single_cycle_legs_half_is_the_half_chunk_of_its_leg_layout(
+        hier_scr_out, tmp_path):
+    """Rank 0's CW send (leaf 1) of rank 16's partial H0 [108, 162) with its half (byte 13)
+    said 1: a HIER leg's half was range-checked only until 2026-12-07 (SIMULATOR §7), and
+    simulated as a match."""
+    out = copy(hier_scr_out, tmp_path)
+    rec = _leg_at(out, 0, 1, 1, 108)
+    _set_leg_field(out, 0, rec, 13, "<B", 1, (1, 1, 0, 0, 108, 54))
+    assert refused(out) == (
+        f"{out / 'rank-0000'}: field half, rank 0, artifact legs.bin, record {rec}: half "
+        "should be 0, not 1: elements [108, 162) are half 0 of their chunk (a HIER inter_allr "
+        "leg chunks as the ring over its slice [0, 320) of the message: docs/DESIGN.md \"Leg "
+        "layouts\")")
+
+
+@pytest.mark.parametrize("channel,leaf,start,count,step,value,says", [
+    # CW direct_recv (leaf 7) of position 2's result (rank 32, its root 2 hops ahead on the
+    # CW ring, 1 behind): step h_cw + n - i = 1 + 3 - 2 = 2; the CW channel's steps are 0
+    # (send), 1 (the root's recv_reduce_copy_send) and 2: 3 a group
+    (1, 7, 216, 54, 2, 3, "direct_recv of elements [216, 270) on the CW channel of the HIER "
+     "inter_allr leg, the result from its root, 1 hop behind: step h_cw + 1 = 2"),
+    # CCW direct_copy_send (leaf 5) at the root of position 0 (rank 0 itself): step h_cw = 1
+    (2, 5, 0, 54, 1, 0, "direct_copy_send of elements [0, 54) on the CCW channel of the HIER "
+     "inter_allr leg, the chunk's root: step h_cw = 1"),
+])
+def test_a_hier_single_cycle_legs_ring_step_is_its_schedules(
+        hier_scr_out, tmp_path, channel, leaf, start, count, step, value, says):
+    """docs/DESIGN.md "Single-cycle ring"'s step identity over the leg's group of 3 (h_cw 1),
+    chunk group 0 of the leg's layout; a HIER leg's ring_step was not checked until
+    2026-12-07 (SIMULATOR §7) and simulated as a match."""
+    out = copy(hier_scr_out, tmp_path)
+    rec = _leg_at(out, 0, channel, leaf, start)
+    _set_leg_field(out, 0, rec, 60, "<I", value, (channel, leaf, 0, step, start, count))
+    assert refused(out) == (
+        f"{out / 'rank-0000'}: field ring_step, rank 0, channel {channel}, artifact legs.bin, "
+        f"record {rec}: ring_step should be {step}, the single-cycle schedule's, not {value}: "
+        f"{says} of chunk group 0 (3 steps a group on this channel; h_cw 1, 3 ranks) "
         f"{STEP_WHY}")

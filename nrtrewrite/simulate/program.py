@@ -371,6 +371,7 @@ class RankDecoder:
         self.check_composed_steps()
         try:  # (raised by the run's loader after the ring pairing: check_single_cycle_legs)
             self.check_single_cycle_legs()
+            self.check_kangaring_legs()
         except SimulationError as exc:
             self.late_error = self.late_error or exc
         return self.build()
@@ -897,15 +898,24 @@ class RankDecoder:
         ``elem_start`` or ``num_elements`` moved is named for it there (a ``direct_recv``,
         without data) or by the 0xBF and BD checks before (a data leg), not at ``half``.
         Until 2026-12-07 both were range-checked only: a flip to another value in range
-        simulated as a match."""
+        simulated as a match.  A HIER all-reduce's ``inter_allr`` leg run as
+        SINGLE_CYCLE_RING is checked alike over the rank's group of that leg (h_cw =
+        ceil((n - 1) / 2), DESIGN's rule its plan's ``single_cycle.arcs`` are held to), its
+        ring orders and its interleaved layout over the rank's slice
+        (TriggerSpec.leg_layout; since 2026-12-07, range-checked before)."""
         L = self.a["legs.bin"]
         if not L.size:
             return
         art = "legs.bin"
         scr = int(EncAlgType.SINGLE_CYCLE_RING)
-        flat = np.array([t.algorithm == "SINGLE_CYCLE_RING" and leg == "flat"
-                         for t, leg in zip(self.entry_trigger, self.entry_leg)], bool) \
-            & (self.algo_type == scr)
+        # a flat entry's layout is the trigger's; a HIER inter_allr leg's its interleaved
+        # layout over the rank's slice (TriggerSpec.leg_layout)
+        lay = [None if leg == "flat" else t.leg_layout(leg, self.rank)
+               for t, leg in zip(self.entry_trigger, self.entry_leg)]
+        flat = np.array([(t.algorithm == "SINGLE_CYCLE_RING" and leg == "flat")
+                         or lay[e] is not None
+                         for e, (t, leg) in enumerate(zip(self.entry_trigger, self.entry_leg))],
+                        bool) & (self.algo_type == scr) if lay else np.zeros(0, bool)
         leaf, spi, ch = self.leaf, self.spi, self.ch
         sel = np.flatnonzero(np.isin(leaf, list(RING_LEAVES)) & flat[spi])
         if not sel.size:
@@ -913,6 +923,7 @@ class RankDecoder:
         start = L["elem_start"].astype(np.int64)
         count = L["num_elements"].astype(np.int64)
         half, got = L["half"].astype(np.int64), L["ring_step"].astype(np.int64)
+        want_half = np.full(L.size, -2, np.int64)
         s = np.zeros(L.size, np.int64)  # step within the chunk group (0 off sel)
         g = np.zeros(L.size, np.int64)
         hops = np.full(L.size, -1, np.int64)
@@ -924,18 +935,38 @@ class RankDecoder:
                                  DIRECT_COPY))
         cut = np.flatnonzero(np.diff(spi[sel])) + 1  # sel is in legs.bin order: by entry
         for m in np.split(sel, cut):
-            t = self.entry_trigger[int(spi[m[0]])]
-            n, h_cw = len(t.group), t.single_cycle[1][0]
+            e = int(spi[m[0]])
+            t = self.entry_trigger[e]
             chans, at = np.unique(ch[m], return_inverse=True)
-            rings = np.stack([h if h is not None else np.full(n, -1, np.int64)
-                              for h in (t.ring_hops(c, self.rank) for c in chans.tolist())])
-            g[m], pos = t.chunk_of(start[m])
+            if lay[e] is None:
+                n, h_cw = len(t.group), t.single_cycle[1][0]
+                want_half[m] = t.half_of(start[m], count[m])
+                rings = np.stack([h if h is not None else np.full(n, -1, np.int64)
+                                  for h in (t.ring_hops(c, self.rank) for c in chans.tolist())])
+                g[m], pos = t.chunk_of(start[m])
+            else:
+                # the leg's group of n ranks: h_cw = ceil((n - 1) / 2) (docs/DESIGN.md
+                # "Single-cycle ring"; the plan's single_cycle.arcs are held to it, §1)
+                group, orders = lay[e][0], lay[e][1]
+                n, h_cw = len(group), len(group) // 2
+                want_half[m] = t.leg_half_of(lay[e], start[m], count[m])
+                rings = np.stack([_hops_on(orders.get(c), group, self.rank)
+                                  for c in chans.tolist()])
+                g[m], pos = t.leg_chunk_of(lay[e], start[m])
             i = rings[at, np.clip(pos, 0, n - 1)]
             hops[m] = i
             s[m] = np.where(i == 0, h_cw, np.where(before[m], h_cw - i, h_cw + n - i))
             checked[m] = (i >= 0) & np.where(i == 0, at_root[m], before[m] | after[m])
-        self._check_ring_halves(L, sel, half, spi, L.size, art, " (a SINGLE_CYCLE_RING trigger "
-                                "chunks as the ring: docs/DESIGN.md \"Leg layouts\")")
+        self.check((want_half >= -1) & (half != want_half), lambda i: (
+            f"half should be {want_half[i]}, not {half[i]}: elements [{start[i]}, "
+            f"{start[i] + count[i]}) are half {want_half[i]} of their chunk (a "
+            + ("SINGLE_CYCLE_RING trigger chunks as the ring" if lay[int(spi[i])] is None else
+               f"HIER inter_allr leg chunks as the ring over its slice [{lay[int(spi[i])][2]}, "
+               f"{lay[int(spi[i])][2] + lay[int(spi[i])][3]}) of the message")
+            + ": docs/DESIGN.md \"Leg layouts\")"
+            if want_half[i] >= 0 else
+            f"the elements [{start[i]}, {start[i] + count[i]}) of a half {half[i]} leg are not "
+            "inside one half-chunk of the trigger's chunk layout"), art, "half")
         gid, gfirst = self.group_of, self.group_first
         # a channel (its (entry, channel) group of legs.bin) with a ring leaf of another role
         # is not checked: its largest step is not known
@@ -947,9 +978,16 @@ class RankDecoder:
         if bad is None:
             return
         t = self.entry_trigger[int(spi[bad])]
-        pairs = t.single_cycle[0]
+        e = int(spi[bad])
+        if lay[e] is None:
+            pairs, n, h_cw, leg_of = t.single_cycle[0], len(t.group), t.single_cycle[1][0], ""
+        else:
+            info = t.legs[self.entry_leg[e]]
+            gi = next(k for k, grp in enumerate(info["groups"]) if grp[0] == lay[e][0])
+            pairs, n = info["single_cycle"][gi][0], len(lay[e][0])
+            h_cw, leg_of = n // 2, f" of the HIER {self.entry_leg[e]} leg"
         way = "CW" if any(int(ch[bad]) == p[0] for p in pairs) else "CCW"
-        i, n = int(hops[bad]), len(t.group)
+        i = int(hops[bad])
         rule = ("the chunk's root: step h_cw" if i == 0 else
                 f"the partial {i} hop{'s' if i != 1 else ''} from its root: step h_cw - {i}"
                 if before[bad] else
@@ -958,10 +996,101 @@ class RankDecoder:
         lf = LEAF_NAMES.get(int(leaf[bad]), int(leaf[bad]))
         raise self.fail(f"ring_step should be {want[bad]}, the single-cycle schedule's, not "
                         f"{got[bad]}: {lf} of elements [{start[bad]}, {start[bad] + count[bad]})"
-                        f" on the {way} channel, {rule} = {s[bad]} of chunk group {g[bad]} "
-                        f"({spg[gid[bad]]} steps a group on this channel; h_cw "
-                        f"{t.single_cycle[1][0]}, {n} ranks) (docs/DESIGN.md \"Single-cycle "
+                        f" on the {way} channel{leg_of}, {rule} = {s[bad]} of chunk group "
+                        f"{g[bad]} ({spg[gid[bad]]} steps a group on this channel; h_cw "
+                        f"{h_cw}, {n} ranks) (docs/DESIGN.md \"Single-cycle "
                         "ring\", FORMATS §3)", art, int(bad), "ring_step", channel=int(ch[bad]))
+
+    def check_kangaring_legs(self) -> None:
+        """FORMATS §3 ``half`` and ``ring_step`` of a flat KANGARING entry's ring leaves, fixed
+        by what the simulator reads (docs/DESIGN.md "Leg layouts", "Kangaring"): a flat
+        KANGARING trigger chunks exactly as the ring would, so ``half`` is the half-chunk that
+        holds the leg's elements (TriggerSpec.half_of, as a flat RING leg's); and per channel
+        and chunk group the primary runs the ring's step template (seed 001 §4) over the
+        channel's cycle of units (``channels[].order``, the primaries; ``kangaring[].units``),
+        one leg per member of a unit step: the chunk position of the leg's ``elem_start``
+        names a member, its unit's primary is ``i`` hops ahead of this rank on the cycle of
+        ``u`` units, and the leg's step is the ring's over ``u``: an all-reduce's first phase
+        (``direct_reduce_send_kangaring`` at ``i = u - 1``, ``recv_reduce_send`` at 1 ..
+        u - 2, the own unit's ``recv_reduce_copy`` and ``direct_copy_send`` or
+        ``recv_reduce_copy_send``) ``u - 1 - i``, its all-gather phase
+        (``direct_recv_send`` at u - 1 .. 2, ``direct_recv`` at 1) ``2u - 1 - i``; a
+        reduce-scatter's ``u - 1 - i``; an all-gather's (``send`` of the own unit's blocks,
+        then as that phase) ``(u - i) mod u``.  ``ring_step`` is that plus the chunk group x
+        (1 + the channel's largest step).  A channel with a ring leaf the template does not
+        call at its unit's hops (a leaf swapped within the family) is left to the run.
+        Checked last, after the ring pairing, as :meth:`check_single_cycle_legs`: a leg whose
+        ``elem_start`` moved is named for it before (the 0xBF and BD checks of a data leg).
+        Until 2026-12-07 both were range-checked only: a flip to another value in range
+        simulated as a match."""
+        L = self.a["legs.bin"]
+        if not L.size:
+            return
+        art = "legs.bin"
+        kr = int(EncAlgType.KANGARING)
+        flat = np.array([t.algorithm == "KANGARING" and leg == "flat"
+                         for t, leg in zip(self.entry_trigger, self.entry_leg)], bool) \
+            & (self.algo_type == kr)
+        leaf, spi, ch = self.leaf, self.spi, self.ch
+        sel = np.flatnonzero(np.isin(leaf, list(HALF_LEAVES)) & flat[spi])
+        if not sel.size:
+            return
+        start = L["elem_start"].astype(np.int64)
+        count = L["num_elements"].astype(np.int64)
+        half, got = L["half"].astype(np.int64), L["ring_step"].astype(np.int64)
+        want_half = np.full(L.size, -2, np.int64)
+        s = np.zeros(L.size, np.int64)
+        g = np.zeros(L.size, np.int64)
+        hops = np.full(L.size, -1, np.int64)
+        units = np.zeros(L.size, np.int64)
+        checked = np.zeros(L.size, bool)
+        cut = np.flatnonzero(np.diff(spi[sel])) + 1  # sel is in legs.bin order: by entry
+        for m in np.split(sel, cut):
+            t = self.entry_trigger[int(spi[m[0]])]
+            want_half[m] = t.half_of(start[m], count[m])
+            g[m], pos = t.chunk_of(start[m])
+            for c in np.unique(ch[m]).tolist():
+                mc = m[ch[m] == c]
+                order = t.orders.get(c) or []
+                sec = [x for x in (t.kangaring or ()) if x[0] == c]
+                if self.rank not in order or not sec:
+                    continue
+                u = len(order)
+                prim = {mem: unit[0] for unit in sec[0][2] for mem in unit}
+                at = {r: j for j, r in enumerate(order)}
+                p = pos[np.searchsorted(m, mc)]
+                i = np.array([(at[prim[t.group[x]]] - at[self.rank]) % u
+                              if 0 <= x < len(t.group) and prim.get(t.group[x]) in at else -1
+                              for x in p.tolist()], np.int64)
+                lf = leaf[mc]
+                hops[mc], units[mc] = i, u
+                s[mc], ok = _kangaring_steps(t.op, lf, i, u, self.layout.host_cc)
+                checked[mc] = ok & (i >= 0)
+        self.check((want_half >= -1) & (half != want_half), lambda i: (
+            f"half should be {want_half[i]}, not {half[i]}: elements [{start[i]}, "
+            f"{start[i] + count[i]}) are half {want_half[i]} of their chunk (a KANGARING "
+            "trigger chunks as the ring: docs/DESIGN.md \"Leg layouts\")"
+            if want_half[i] >= 0 else
+            f"the elements [{start[i]}, {start[i] + count[i]}) of a half {half[i]} leg are not "
+            "inside one half-chunk of the trigger's chunk layout"), art, "half")
+        gid, gfirst = self.group_of, self.group_first
+        odd = np.zeros(gfirst.size, bool)
+        np.logical_or.at(odd, gid[sel], ~checked[sel])
+        spg = np.maximum.reduceat(np.where(checked, s + 1, 0), gfirst)
+        want = np.where(checked & ~odd[gid], s + g * spg[gid], -1)
+        bad = _first((want >= 0) & (got != want))
+        if bad is None:
+            return
+        i, u = int(hops[bad]), int(units[bad])
+        lf = LEAF_NAMES.get(int(leaf[bad]), int(leaf[bad]))
+        raise self.fail(f"ring_step should be {want[bad]}, the kangaring schedule's, not "
+                        f"{got[bad]}: {lf} of elements [{start[bad]}, {start[bad] + count[bad]})"
+                        f" moves the chunk of a member of the unit {i} hop{'s' if i != 1 else ''}"
+                        f" ahead on the channel's cycle of {u} units: step {s[bad]} of chunk "
+                        f"group {g[bad]} ({spg[gid[bad]]} steps a group on this channel) "
+                        "(docs/DESIGN.md \"Kangaring\": the ring's step template over the "
+                        "units, seed 001 §4; FORMATS §3)", art, int(bad), "ring_step",
+                        channel=int(ch[bad]))
 
     def _blame_split(self, i: int, spi: np.ndarray, ch: np.ndarray, step: np.ndarray,
                      leaf: np.ndarray, gid: np.ndarray) -> None:
@@ -2640,6 +2769,40 @@ class RankDecoder:
 #: bytes per element by dtype code (0 for codes that are not dtypes)
 _DSIZE_TABLE = np.array([DTYPE_SIZE.get(c, 0) if c in DType._value2member_map_ else 0
                          for c in range(16)], np.int64)
+
+
+def _hops_on(order: list | None, group: list, rank: int) -> np.ndarray:
+    """For each member of ``group`` (by position), how many hops ahead of ``rank`` it is on
+    the ring ``order`` (ranks; TriggerSpec.ring_hops for a HIER leg's group); -1 for all where
+    ``rank`` or a member is not on it."""
+    at = {r: i for i, r in enumerate(order or ())}
+    if rank not in at or any(r not in at for r in group):
+        return np.full(len(group), -1, np.int64)
+    return np.array([(at[r] - at[rank]) % len(at) for r in group], np.int64)
+
+
+def _kangaring_steps(op: str, leaf: np.ndarray, i: np.ndarray, u: int,
+                     host_cc: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The step of each KANGARING ring leaf ``leaf`` moving the chunk of a unit ``i`` hops
+    ahead on a cycle of ``u`` units (RankDecoder.check_kangaring_legs), and whether the leaf is
+    one the ring's step template calls there (docs/DESIGN.md "Kangaring"'s table)."""
+    L = Leaf
+    first = u - 1 - i
+    if op == "ALLGATHER":
+        ok = np.where(i == 0, leaf == int(L.send),
+                      np.where(i == 1, leaf == DIRECT_RECV, leaf == int(L.direct_recv_send)))
+        return (u - i) % u, ok & (u > 1)
+    if op == "REDUCE_SCATTER":
+        own = leaf == int(L.recv_reduce_copy)
+    else:
+        own = np.isin(leaf, (int(L.recv_reduce_copy_send),) if host_cc else
+                      (int(L.recv_reduce_copy), int(L.direct_copy_send)))
+    ok = np.where(i == 0, own, np.where(i == u - 1, leaf == int(L.direct_reduce_send_kangaring),
+                                        leaf == int(L.recv_reduce_send)))
+    if op != "ALLREDUCE":
+        return first, ok & (u > 1)
+    later = np.where(i == 1, leaf == DIRECT_RECV, leaf == int(L.direct_recv_send)) & (i > 0)
+    return np.where(later, 2 * u - 1 - i, first), (ok | later) & (u > 1)
 
 
 def _index_within(keys: np.ndarray) -> np.ndarray:

@@ -215,22 +215,49 @@ class TriggerSpec:
         and so is a direct_recv's, program.py) that lie in the element space (program.py
         checks that first), so ``rel`` < span."""
         start = np.asarray(start, np.int64)
-        stop = start + np.asarray(count, np.int64)
-        tail, pgta = self.chunk["tail_chunk"], self.chunk["pgta"]
         span, group_elems = self.ring_layout()
-        if span <= 0 or group_elems <= 0:
-            return np.full(start.size, -1, np.int64)
-        lo = (start // span) * span if self.op != "ALLREDUCE" else np.zeros_like(start)
-        rel = start - lo
+        lo = (start // max(span, 1)) * span if self.op != "ALLREDUCE" else np.zeros_like(start)
+        return _half_in(start, np.asarray(count, np.int64), lo, span, group_elems, self.chunk)
+
+    def leg_layout(self, leg: str, rank: int) -> tuple | None:
+        """``(group, orders, lo, span, chunk)`` of ``rank``'s group of the all-reduce's
+        ``inter_allr`` HIER leg (docs/DESIGN.md "Leg layouts", "HIER"): the leg's ranks, its
+        ring orders by channel (ranks), and its *interleaved* layout, seed 001 §2's chunk
+        groups of the ring over the group over the rank's slice ``[lo, lo + span)`` of the
+        trigger's element space (``hier.slices`` of its local index, its place in its
+        ``intra_redsct`` group: :func:`_check_hier_slices`), with its plan's ``chunk``
+        (:func:`_check_hier_layouts` holds it to the slice); None for another leg or op."""
+        if self.op != "ALLREDUCE" or leg != "inter_allr" or not self.slices:
+            return None
+        found = self._leg_group(leg, rank)
+        local = next((grp.index(rank) for grp, _o, _p in
+                      self.legs.get("intra_redsct", {}).get("groups", ()) if rank in grp), None)
+        if found is None or local is None or local >= len(self.slices):
+            return None
+        g, orders, _pgta = found
+        info = self.legs[leg]
+        lo, hi = self.slices[local]
+        return (info["groups"][g][0], orders, lo, hi - lo, info["chunks"][info["plan_of"][g]])
+
+    @staticmethod
+    def leg_half_of(layout: tuple, start: np.ndarray, count: np.ndarray) -> np.ndarray:
+        """:meth:`half_of` in a HIER leg's interleaved layout (:meth:`leg_layout`)."""
+        group, _orders, lo, span, chunk = layout
+        start = np.asarray(start, np.int64)
+        return _half_in(start, np.asarray(count, np.int64), np.full(start.size, lo, np.int64),
+                        span, len(group) * chunk["channels"] * chunk["chunk_size_n"], chunk)
+
+    @staticmethod
+    def leg_chunk_of(layout: tuple, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`chunk_of` in a HIER leg's interleaved layout (:meth:`leg_layout`): the chunk
+        group and the position in the leg's group of the member whose chunk it is."""
+        group, _orders, lo, _span, chunk = layout
+        rel = np.asarray(start, np.int64) - lo
+        group_elems = max(len(group) * chunk["channels"] * chunk["chunk_size_n"], 1)
         g = rel // group_elems
-        c = np.where(g == pgta - 1, tail, self.chunk["chunk_size_n"])
-        within = rel - g * group_elems
-        h2 = np.maximum(c // 2, 1)
-        k = within % np.maximum(c, 1)  # offset inside the chunk
-        half = k // h2
-        end = (rel - k) + (half + 1) * h2  # end of that half (clamped to the block / message)
-        ok = (c >= 2) & (half <= 1) & (stop - lo <= np.minimum(end, span))
-        return np.where(ok, half, -1)
+        c = np.maximum(np.where(g == chunk["pgta"] - 1, chunk["tail_chunk"],
+                                chunk["chunk_size_n"]), 1)
+        return g, ((rel - g * group_elems) // c) % len(group)
 
     def chunk_of(self, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The chunk group and the chunk position (the index in the replica group of the
@@ -463,6 +490,27 @@ class TriggerSpec:
         if not self.where.get("field"):
             return dict(field=path, trigger=self.ordinal)
         return dict(file=self.where.get("file") or None, field=f"{self.where['field']}.{path}")
+
+
+def _half_in(start: np.ndarray, count: np.ndarray, lo: np.ndarray, span: int,
+             group_elems: int, chunk: dict) -> np.ndarray:
+    """The half-chunk (0 / 1, -1: none) holding elements [start, start + count) of a ring
+    layout over ``[lo, lo + span)`` whose chunk groups cover ``group_elems`` each, chunked by
+    ``chunk`` (TriggerSpec.half_of)."""
+    stop = start + count
+    if span <= 0 or group_elems <= 0:
+        return np.full(start.size, -1, np.int64)
+    tail, pgta = chunk["tail_chunk"], chunk["pgta"]
+    rel = start - lo
+    g = rel // group_elems
+    c = np.where(g == pgta - 1, tail, chunk["chunk_size_n"])
+    within = rel - g * group_elems
+    h2 = np.maximum(c // 2, 1)
+    k = within % np.maximum(c, 1)  # offset inside the chunk
+    half = k // h2
+    end = (rel - k) + (half + 1) * h2  # end of that half (clamped to the block / message)
+    ok = (c >= 2) & (half <= 1) & (stop - lo <= np.minimum(end, span))
+    return np.where(ok, half, -1)
 
 
 def _bezout(a: int, b: int) -> tuple[int, int, int]:
@@ -749,7 +797,9 @@ def _resolve_hier(legs: list[tuple], where: dict) -> dict:
                      "plan_keys": [_plan_key(plan) for plan in plans],
                      "plan_of": [k for _, k in raw_groups],
                      # a KANGARING leg's units by group (positions; TriggerSpec.kangaring_unit)
-                     "kangaring": [plans[k][2] for _, k in raw_groups]}
+                     "kangaring": [plans[k][2] for _, k in raw_groups],
+                     # a SINGLE_CYCLE_RING leg's single_cycle section by group
+                     "single_cycle": [plans[k][3] for _, k in raw_groups]}
     return out
 
 
