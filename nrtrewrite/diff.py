@@ -12,7 +12,9 @@ import errno
 import hashlib
 import itertools
 import json
+import operator
 import os
+import re
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -600,6 +602,61 @@ def layout_lines(where: str, a: Path, b: Path) -> list[Difference]:
         return [Difference(where, None, LAYOUT_FIELD, _sha256(a), _sha256(b), ("sha256",))]
     except OSError as exc:  # (both were read just before: it changed meanwhile)
         raise OutputError(f"{escape_path(exc.filename)}: {_why(exc)}") from None
+
+
+#: A JSON text's tokens (:func:`same_layout`): a string, a run of a number's or literal's
+#: characters, a punctuation mark, a run of whitespace (any other byte alone).
+_JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[^\s"{}\[\]:,]+|[{}\[\]:,]|\s+|.', re.DOTALL)
+
+
+def _next_difference(xa: np.ndarray, i: int, xb: np.ndarray, j: int) -> int | None:
+    """How far past ``xa[i]`` and ``xb[j]`` the two texts first differ (one ending before
+    the other included), None if their rests are equal: compared a block at a time."""
+    k, step = 0, 4096
+    while True:
+        ca, cb = xa[i + k:i + k + step], xb[j + k:j + k + step]
+        m = min(len(ca), len(cb))
+        ne = np.flatnonzero(ca[:m] != cb[:m])
+        if len(ne):
+            return k + int(ne[0])
+        if len(ca) != len(cb):
+            return k + m
+        if m < step:
+            return None
+        k, step = k + m, min(step * 2, CHUNK_BYTES)
+
+
+def same_layout(a: Path, b: Path, n_values: int) -> bool:
+    """Whether manifests ``a`` and ``b``, whose JSON is the same but for ``n_values``
+    scalar values (the held checksum keys' lines, :func:`_hold_checksums`), are in the same
+    layout: their texts' tokens line up one for one and differ in those values' tokens
+    alone (a space, the order of keys or a number spelt otherwise is another token).  No
+    value holds a line break: the texts are compared as bytes, and only the lines where they
+    differ (at most ``n_values`` of them, else the layout differs) are split into tokens
+    (a 16 MB manifest's tokens all took 6 s).  Both were read just before: one that changed
+    meanwhile is an error, as :func:`layout_lines`."""
+    def text(p: Path) -> bytes:
+        try:
+            return _read_whole(p)
+        except OSError as exc:
+            raise OutputError(f"{escape_path(p)}: {_why(exc)}") from None
+    ba, bb = text(a), text(b)
+    xa, xb = np.frombuffer(ba, np.uint8), np.frombuffer(bb, np.uint8)
+    i = j = n = 0  # (i, j: where a line starts in A and in B, equal before them)
+    for _ in range(n_values + 1):
+        k = _next_difference(xa, i, xb, j)
+        if k is None:
+            return n == n_values
+        start = ba.rfind(b"\n", i, i + k) + 1 or i  # (the line of the first difference)
+        start_b = j + (start - i)
+        end_a = ba.find(b"\n", i + k) % (len(ba) + 1)  # (-1: to the end)
+        end_b = bb.find(b"\n", j + k) % (len(bb) + 1)
+        ta, tb = _JSON_TOKEN.findall(ba[start:end_a]), _JSON_TOKEN.findall(bb[start_b:end_b])
+        if len(ta) != len(tb):
+            return False
+        n += sum(map(operator.ne, ta, tb))
+        i, j = end_a, end_b
+    return False  # (more lines differ than values)
 
 
 def layout_note(lines: list[Difference], name: Callable[[str], str] = str) -> str:
@@ -1650,8 +1707,12 @@ def _rank_manifest_diff(rep: Report, r: str, pa: Path, pb: Path, in_a: bool,
     n_held = sum(map(len, held.values()))
     rep.add_each(_hold_checksums(_json_diff(where, doc_a, doc_b, keyed=True), _rank_checksum,
                                  held))
-    same = rep.count == before and sum(map(len, held.values())) == n_held
-    if same and rep.strict:  # the same JSON in other bytes: --strict's difference
+    n_new = sum(map(len, held.values())) - n_held  # (its checksum keys' lines)
+    same = rep.count == before and n_new == 0
+    if (rep.strict and rep.count == before
+            and (n_new == 0 or not same_layout(pa, pb, n_new))):
+        # the same JSON in other bytes, or but for its checksum keys' values in another
+        # layout: --strict's difference, whatever those keys' notes (review 55r)
         rep.add(layout_lines(where, pa, pb))
         return False
     return same
@@ -1800,6 +1861,23 @@ def _without(doc: dict, paths: tuple[str, ...]) -> dict:
     return doc
 
 
+def _ignored_differ(paths: tuple[str, ...], ma: dict, mb: dict) -> bool:
+    """Whether a value at one of the ``--ignore`` key ``paths`` differs between the
+    manifests ``ma`` and ``mb`` (is on one side only, or another value): those values
+    alone, not the whole manifests walked again."""
+    def value(doc, parts):
+        for k in parts:
+            if not isinstance(doc, dict) or k not in doc:
+                return ABSENT
+            doc = doc[k]
+        return doc
+    for p in paths:
+        va, vb = value(ma, p.split(".")), value(mb, p.split("."))
+        if (va is ABSENT) != (vb is ABSENT) or _which_differ([va], [vb])[0]:
+            return True
+    return False
+
+
 #: The top-level manifest's keys that tell what wrote it (FORMATS §1.1): ``diff`` names
 #: both sides' values when they differ (:func:`manifest_versions`).
 VERSION_KEYS = ("format_version", "tool_version")
@@ -1858,12 +1936,14 @@ def compare(a: str | Path, b: str | Path, rep: Report, ignore: Iterable[str] = (
         rep.add_each(_hold_checksums(_json_diff("manifest.json", _without(ma, ignore),
                                                 _without(mb, ignore), keyed=True),
                                      _top_checksum, held))
-        if (rep.count == before and not held
-                and (not ignore or next(iter(_json_diff("manifest.json", ma, mb, keyed=True)),
-                                        None) is None)):
-            # the same JSON in other bytes (judged on the whole manifests, an --ignore'd
-            # key's value included: one that differs accounts for the bytes): a note, or
-            # with --strict a difference
+        n_held = sum(map(len, held.values()))
+        if (rep.count == before and not _ignored_differ(ignore, ma, mb)
+                and (n_held == 0 or not same_layout(a / "manifest.json", b / "manifest.json",
+                                                    n_held))):
+            # the same JSON in other bytes, or but for its checksum keys' values (held: their
+            # notes come later) in another layout (judged on the whole manifests, an
+            # --ignore'd key's value included: one that differs accounts for the bytes): a
+            # note, or with --strict a difference (review 55r: a held key hid it)
             lines = layout_lines("manifest.json", a / "manifest.json", b / "manifest.json")
             if rep.strict:
                 rep.add(lines)

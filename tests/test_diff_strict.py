@@ -170,3 +170,90 @@ def test_a_neff_of_the_same_members_compressed_otherwise_is_a_difference_with_a_
     nb.write_bytes(wrap_payload(c.header, gzip.compress(build_tar(members), mtime=0)))
     res = _invoke(a, b)
     assert res.exit_code == 1 and res.stderr == ""
+
+
+def test_a_top_manifest_layout_is_judged_beside_a_stale_neff_checksum(pair):
+    """Review 55r F1: B's top manifest in another layout with a stale ``output_neff.sha256``
+    (the NEFF the same bytes) gave the checksum's note alone, and with --strict 1
+    difference; CLI.md's rules give both notes, and with --strict 2 differences: the layout
+    line where the manifest's differences come, the checksum's once the NEFF is compared.
+    The same with an --ignore'd key whose values are equal."""
+    a, b = pair
+    old = (a / "manifest.json").read_bytes()
+    top = json.loads(old)
+    neff = top["output_neff"]["name"]
+    was = top["output_neff"]["sha256"]
+    assert was == _sha((a / neff).read_bytes())
+    top["output_neff"]["sha256"] = "1" * 64
+    new = (json.dumps(top, indent=2, sort_keys=True) + "\n").encode()
+    (b / "manifest.json").write_bytes(new)
+    layout = f"manifest.json {LAYOUT}: '{_sha(old)}' != '{_sha(new)}'"
+    stale = f'manifest.json output_neff.sha256: "{was}" != "{"1" * 64}"'
+    for extra in ((), ("--ignore", "input.name")):
+        res = _invoke(a, b, *extra)
+        assert (res.exit_code, res.stdout) == (0, "identical\n")
+        assert res.stderr == (
+            f"nrtrewrite: note: {layout} (its layout alone: no difference; --strict makes "
+            f"it one)\nnrtrewrite: note: {stale} (a checksum of {neff}, which compares "
+            "identical: no difference)\n")
+        res = _invoke(a, b, "--strict", *extra)
+        assert (res.exit_code, res.stdout, res.stderr) == (
+            1, f"{layout}\n{stale}\n2 difference(s)\n", "")
+
+
+def test_top_and_rank_manifests_in_other_layouts_with_the_checksum_updated(pair):
+    """Review 55r F1 (``top_and_rank_reindent_upd``): rank-0000's manifest in another
+    layout, the top manifest's checksum of it updated and the top manifest in another
+    layout too: the top's layout note and the checksum's note (the rank manifest compares
+    identical as JSON; its own layout prints nothing by default); with --strict the two
+    layout lines, top first, and no checksum line (the rank manifest is not identical)."""
+    a, b = pair
+    rold = (a / "rank-0000" / "manifest.json").read_bytes()
+    rnew = (json.dumps(json.loads(rold), indent=4) + "\n").encode()
+    (b / "rank-0000" / "manifest.json").write_bytes(rnew)
+    old = (a / "manifest.json").read_bytes()
+    top = json.loads(old)
+    assert top["rank_manifests"]["rank-0000"] == _sha(rold)
+    top["rank_manifests"]["rank-0000"] = _sha(rnew)
+    new = (json.dumps(top, indent=2, sort_keys=True) + "\n").encode()
+    (b / "manifest.json").write_bytes(new)
+    layout = f"manifest.json {LAYOUT}: '{_sha(old)}' != '{_sha(new)}'"
+    rank_layout = f"rank-0000/manifest.json {LAYOUT}: '{_sha(rold)}' != '{_sha(rnew)}'"
+    res = _invoke(a, b)
+    assert (res.exit_code, res.stdout) == (0, "identical\n")
+    assert res.stderr == (
+        f"nrtrewrite: note: {layout} (its layout alone: no difference; --strict makes it "
+        f"one)\nnrtrewrite: note: manifest.json rank_manifests.rank-0000: \"{_sha(rold)}\" "
+        f"!= \"{_sha(rnew)}\" (a checksum of rank-0000/manifest.json, which compares "
+        "identical: no difference)\n")
+    res = _invoke(a, b, "--strict")
+    assert (res.exit_code, res.stdout, res.stderr) == (
+        1, f"{layout}\n{rank_layout}\n2 difference(s)\n", "")
+
+
+def test_strict_sees_a_rank_manifest_layout_beside_a_stale_artifact_checksum(pair):
+    """Review 55r F1 (read in ``_rank_manifest_diff``): a rank manifest in another layout
+    whose ``files["cce.bin"].sha256`` is also stale (cce.bin the same bytes) was only that
+    key's line with --strict; CLI.md gives its layout line too, where its differences come,
+    then the key's once cce.bin is compared.  Without --strict: the key's note alone."""
+    a, b = pair
+    rold = (a / "rank-0000" / "manifest.json").read_bytes()
+    man = json.loads(rold)
+    was = man["files"]["cce.bin"]["sha256"]
+    assert was == _sha((a / "rank-0000" / "cce.bin").read_bytes())
+    man["files"]["cce.bin"]["sha256"] = "0" * 64
+    rnew = (json.dumps(man, indent=4) + "\n").encode()
+    (b / "rank-0000" / "manifest.json").write_bytes(rnew)
+    key = f'rank-0000/manifest.json files["cce.bin"].sha256: "{was}" != "{"0" * 64}"'
+    res = _invoke(a, b)
+    assert (res.exit_code, res.stdout) == (0, "identical\n")
+    assert res.stderr == (f"nrtrewrite: note: {key} (a checksum of rank-0000/cce.bin, which "
+                          "compares identical: no difference)\n")
+    res = _invoke(a, b, "--strict")
+    assert (res.exit_code, res.stdout, res.stderr) == (
+        1, f"rank-0000/manifest.json {LAYOUT}: '{_sha(rold)}' != '{_sha(rnew)}'\n{key}\n"
+           "2 difference(s)\n", "")
+    # the same layout (lower's) with the stale key: that key's line alone
+    _write(b / "rank-0000" / "manifest.json", man)
+    res = _invoke(a, b, "--strict")
+    assert (res.exit_code, res.stdout, res.stderr) == (1, f"{key}\n1 difference(s)\n", "")
