@@ -596,12 +596,15 @@ class ForkPool:
             proc = self.workers[w][0]
             proc.join()
             k = held.pop(w)
-            if self.out_of_memory[w]:  # marked: no memory to send its result back
+            if self.out_of_memory[w]:  # marked: no memory to send its reply back
                 # (until 2026-12-07 read from the exit status alone: a worker that exited
                 # 71 by itself, os._exit(71) in a library, was reported out of memory)
+                what = (f"the exception item {items[k]!r:.200} raised"
+                        if self.out_of_memory[w] == NO_MEMORY_FOR_EXCEPTION
+                        else f"the result of item {items[k]!r:.200}")
+                # (review 55r: until 2026-12-07 "the result" also where the item had raised)
                 err: BaseException = MemoryError(
-                    f"the worker process ran out of memory sending back the result of item "
-                    f"{items[k]!r:.200}")
+                    f"the worker process ran out of memory sending back {what}")
             else:
                 err = WorkerLost(items[k], proc.exitcode)
             got[k] = (None, err)
@@ -679,6 +682,11 @@ class ForkPool:
 #: smaller reply: a send that failed part way would leave the pipe in the middle of a
 #: message.
 OUT_OF_MEMORY = 71
+#: What a worker exiting :data:`OUT_OF_MEMORY` marks its byte of
+#: :attr:`ForkPool.out_of_memory` with: it had no memory to send back its item's result, or
+#: the exception its item raised (then there was no result: :meth:`ForkPool.imap`'s
+#: ``MemoryError`` says which).
+NO_MEMORY_FOR_RESULT, NO_MEMORY_FOR_EXCEPTION = 1, 2
 #: The most exceptions of a worker's exception's chain sent back with it.
 CHAIN_MAX = 32
 
@@ -742,6 +750,7 @@ def _pool_worker(fn: Callable[[Any], Any], tasks, results, inherited: list,
             item = tasks.recv()
         except (EOFError, OSError):  # the pool is gone
             return
+        ok = True  # (the reply is the item's result; False: the exception it raised)
         try:
             try:
                 reply = (True, fn(item))
@@ -749,17 +758,18 @@ def _pool_worker(fn: Callable[[Any], Any], tasks, results, inherited: list,
                 raise
             except BaseException as err:  # noqa: BLE001 - sent back, raised by the imap
                 # (in this handler: _failure formats the exception being handled)
+                ok = False
                 reply = (False, _failure(err))
             blob = _reply_bytes(reply, item)
         except MemoryError:  # making the reply: copying the failure, formatting its
             # traceback, pickling (until 2026-12-07 a MemoryError in _failure was read as
             # "cannot be pickled", status 70, or escaped with its traceback, status 1)
-            out_of_memory[w] = 1
+            out_of_memory[w] = NO_MEMORY_FOR_RESULT if ok else NO_MEMORY_FOR_EXCEPTION
             sys.exit(OUT_OF_MEMORY)
         try:
             results.send_bytes(blob)
         except MemoryError:  # (until 2026-12-07 a traceback, and exit status 1)
-            out_of_memory[w] = 1
+            out_of_memory[w] = NO_MEMORY_FOR_RESULT if ok else NO_MEMORY_FOR_EXCEPTION
             sys.exit(OUT_OF_MEMORY)
         except OSError:  # the pool is gone
             return

@@ -923,8 +923,9 @@ def test_a_worker_with_no_memory_to_copy_its_exception_raises_memory_error(item,
         err = _within_hang_bound(lambda: seen.extend(r for _i, r in pool.imap([0, item])))
         procs = [p for p, _t, _r in pool.workers]
     assert type(err) is MemoryError, repr(err)
-    assert str(err) == ("the worker process ran out of memory sending back the result of "
-                        f"item {item}")
+    # (review 55r: "the result of item N" until 2026-12-07: the item had raised, no result)
+    assert str(err) == ("the worker process ran out of memory sending back the exception "
+                        f"item {item} raised")
     assert seen == [0]
     assert [p.exitcode for p in procs] == [OUT_OF_MEMORY]
     assert "Traceback" not in capfd.readouterr().err
@@ -954,8 +955,8 @@ def test_a_worker_with_no_memory_to_format_its_traceback_raises_memory_error(cap
         err = _within_hang_bound(lambda: seen.extend(r for _i, r in pool.imap(range(4))))
         procs = [p for p, _t, _r in pool.workers]
     assert type(err) is MemoryError, repr(err)
-    assert str(err) == ("the worker process ran out of memory sending back the result of "
-                        "item 1")
+    assert str(err) == ("the worker process ran out of memory sending back the exception "
+                        "item 1 raised")  # (review 55r: "the result of item 1" until 2026-12-07)
     assert seen == [0]
     assert OUT_OF_MEMORY in [p.exitcode for p in procs]
     assert "Traceback" not in capfd.readouterr().err
