@@ -474,6 +474,8 @@ def test_the_ci_recipe_runs_again_as_written_and_gates_with_strict(tmp_path):
                               capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert proc.stdout.endswith("identical\n"), proc.stdout[-500:]
+        # review 55r: each run's `mktemp -d` folder was left behind
+        assert list((tmp_path / "tmp").iterdir()) == []
 
 
 def test_diff_help_gives_its_exit_statuses_and_names_a_the_reference():
@@ -485,3 +487,19 @@ def test_diff_help_gives_its_exit_statuses_and_names_a_the_reference():
     assert "Exit status: 0 identical, 1 the outputs differ, 2 an error" in text
     assert "A is the reference" in text
     assert "--strict" in text
+
+
+def test_diff_help_and_readme_say_what_is_a_note_without_strict_as_cli_md():
+    """Review 55r: ``diff --help`` and the README's row said that without --strict "a
+    manifest's layout" is a note; CLI.md: the top manifest's is, a rank manifest's is
+    nothing."""
+    res = _run("diff", "--help")
+    assert res.exit_code == 0
+    text = " ".join(res.stdout.split())
+    assert ("Without --strict the top manifest's layout and a checksum that differs where the "
+            "file it covers compares identical are notes on stderr, and a rank manifest's "
+            "layout is nothing: no difference") in text
+    row = next(line for line in (ROOT / "README.md").read_text().splitlines()
+               if line.startswith("| `nrtrewrite diff "))
+    assert ("without it the top manifest's layout and a stale checksum are notes, a rank "
+            "manifest's layout nothing |") in row
