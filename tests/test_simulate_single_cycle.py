@@ -400,6 +400,41 @@ def test_a_five_rank_single_cycle_ring_step_on_a_rank_before_the_root(tmp_path):
         f"{STEP_WHY}")
 
 
+LEAF_WHY = "(docs/DESIGN.md \"Single-cycle ring\")"
+NOT_ROOT = ("leaf should be send or recv_reduce_send (the partial on its way to the root) or "
+            "direct_recv_send or direct_recv (the result coming back)")
+
+
+@pytest.mark.parametrize("also", [None, (6, 60, "<I", 0, (0, 1, 0, 2, 786432, 131072))])
+def test_a_single_cycle_root_leaf_before_the_root_is_named(scr2_out, tmp_path, also):
+    """scr2_out's CW send (leaf 1) of position 1's second half in group 1 (its root rank 1,
+    1 hop ahead) made direct_copy_send (leaf 5, the root's: same sdma_op and neigh): DESIGN
+    "Single-cycle ring" calls send or recv_reduce_send there on the way to the root, the
+    result's leaves coming back.  It simulated as a match, and switched off its channel's
+    ring_step check, so a second edit (record 6's ring_step 2 -> 0) was a match too (review
+    55t)."""
+    out = copy(scr2_out, tmp_path)
+    _set_leg_field(out, 0, 7, 12, "<B", 5, (0, 1, 1, 2, 917504, 131072))
+    if also:
+        _set_leg_field(out, 0, *also)
+    assert refused(out) == (
+        f"{out / 'rank-0000'}: field leaf, rank 0, channel 0, artifact legs.bin, record 7: "
+        f"{NOT_ROOT}, not direct_copy_send: elements [917504, 1048576) on the CW channel are "
+        f"of the chunk whose root is 1 hop ahead {LEAF_WHY}")
+
+
+def test_a_single_cycle_send_at_the_root_is_named(scr2_out, tmp_path):
+    """scr2_out's CCW direct_copy_send (leaf 5) at the root of rank 0's own chunk in group 1
+    made send (leaf 1, same sdma_op and neigh): the root's leaves are called at i = 0."""
+    out = copy(scr2_out, tmp_path)
+    _set_leg_field(out, 0, 16, 12, "<B", 1, (1, 5, 0, 4, 524288, 131072))
+    assert refused(out) == (
+        f"{out / 'rank-0000'}: field leaf, rank 0, channel 1, artifact legs.bin, record 16: "
+        "leaf should be one of the root's (recv_reduce_copy, recv_reduce_copy_send, "
+        "direct_copy_send, direct_copy, direct_recv), not send: elements [524288, 655360) "
+        f"on the CCW channel are of this rank's own chunk, it is their root {LEAF_WHY}")
+
+
 # ---------------------------------------------------------------- a HIER single-cycle leg
 @pytest.fixture(scope="module")
 def hier_scr_out(tmp_path_factory) -> Path:
@@ -474,3 +509,15 @@ def test_a_hier_single_cycle_legs_ring_step_is_its_schedules(
         f"record {rec}: ring_step should be {step}, the single-cycle schedule's, not {value}: "
         f"{says} of chunk group 0 (3 steps a group on this channel; h_cw 1, 3 ranks) "
         f"{STEP_WHY}")
+
+
+def test_a_hier_single_cycle_root_leaf_before_the_root_is_named(hier_scr_out, tmp_path):
+    """Rank 0's CW send (leaf 1) of rank 16's partial H0 [108, 162), 1 hop ahead on the CW
+    ring [0, 16, 32], made direct_copy_send (leaf 5): simulated as a match (review 55t)."""
+    out = copy(hier_scr_out, tmp_path)
+    rec = _leg_at(out, 0, 1, 1, 108)
+    _set_leg_field(out, 0, rec, 12, "<B", 5, (1, 1, 0, 0, 108, 54))
+    assert refused(out) == (
+        f"{out / 'rank-0000'}: field leaf, rank 0, channel 1, artifact legs.bin, record {rec}: "
+        f"{NOT_ROOT}, not direct_copy_send: elements [108, 162) on the CW channel of the HIER "
+        f"inter_allr leg are of the chunk whose root is 1 hop ahead {LEAF_WHY}")

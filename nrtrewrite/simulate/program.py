@@ -880,6 +880,17 @@ class RankDecoder:
         raise self.fail(f"ring_step {got[i]} after ring_step {got[j]} (legs.bin record {j}) "
                         f"{what}{both}", "legs.bin", i, "ring_step", channel=int(L["channel"][i]))
 
+    def _scr_pairs(self, e: int) -> list:
+        """The (CW, CCW) channel pairs of entry ``e``'s SINGLE_CYCLE_RING: the trigger's, or
+        its HIER leg's plan for the rank's group of that leg."""
+        t = self.entry_trigger[e]
+        lay = None if self.entry_leg[e] == "flat" else t.leg_layout(self.entry_leg[e], self.rank)
+        if lay is None:
+            return t.single_cycle[0]
+        info = t.legs[self.entry_leg[e]]
+        gi = next(k for k, grp in enumerate(info["groups"]) if grp[0] == lay[0])
+        return info["single_cycle"][gi][0]
+
     def check_single_cycle_legs(self) -> None:
         """FORMATS §3 ``half`` and ``ring_step`` of a flat SINGLE_CYCLE_RING entry's ring
         leaves, fixed by what the simulator reads (docs/DESIGN.md "Single-cycle ring"): the
@@ -892,8 +903,9 @@ class RankDecoder:
         ``recv_reduce_send``), ``h_cw`` at the root (``i`` 0) and ``h_cw + n - i`` for the
         result coming back (``direct_recv_send``, ``direct_recv``); ``ring_step`` is that
         plus the chunk group x (1 + the channel's largest step), as on every ring channel.
-        A channel whose ring leaves include one of another role (a ``send`` at the root) is
-        left to the run, which names the leaf.  Checked last: its error is raised only after
+        A ring leaf of another role than its position calls (a ``send`` at the root, a root's
+        leaf elsewhere) is named at ``leaf`` (until 2026-12-07 its channel was left to the
+        run, which did not name it, review 55t).  Checked last: its error is raised only after
         the ring pairing (:func:`check_ring_pairing`, the run's loader), as a leg whose
         ``elem_start`` or ``num_elements`` moved is named for it there (a ``direct_recv``,
         without data) or by the 0xBF and BD checks before (a data leg), not at ``half``.
@@ -957,6 +969,25 @@ class RankDecoder:
             hops[m] = i
             s[m] = np.where(i == 0, h_cw, np.where(before[m], h_cw - i, h_cw + n - i))
             checked[m] = (i >= 0) & np.where(i == 0, at_root[m], before[m] | after[m])
+        # a ring leaf of another role than its position calls (docs/DESIGN.md "Single-cycle
+        # ring"): the root's leaves at i = 0, the partial's or the result's elsewhere
+        bad = _first((hops >= 0) & ~checked)
+        if bad is not None:
+            e, i = int(spi[bad]), int(hops[bad])
+            way = "CW" if any(int(ch[bad]) == p[0] for p in self._scr_pairs(e)) else "CCW"
+            leg_of = "" if lay[e] is None else f" of the HIER {self.entry_leg[e]} leg"
+            raise self.fail(
+                "leaf should be "
+                + ("one of the root's (recv_reduce_copy, recv_reduce_copy_send, "
+                   "direct_copy_send, direct_copy, direct_recv)" if i == 0 else
+                   "send or recv_reduce_send (the partial on its way to the root) or "
+                   "direct_recv_send or direct_recv (the result coming back)")
+                + f", not {LEAF_NAMES.get(int(leaf[bad]), int(leaf[bad]))}: elements "
+                f"[{start[bad]}, {start[bad] + count[bad]}) on the {way} channel{leg_of} are "
+                + ("of this rank's own chunk, it is their root" if i == 0 else
+                   f"of the chunk whose root is {i} hop{'s' if i != 1 else ''} ahead")
+                + " (docs/DESIGN.md \"Single-cycle ring\")", art, int(bad), "leaf",
+                channel=int(ch[bad]))
         self.check((want_half >= -1) & (half != want_half), lambda i: (
             f"half should be {want_half[i]}, not {half[i]}: elements [{start[i]}, "
             f"{start[i] + count[i]}) are half {want_half[i]} of their chunk (a "
@@ -968,8 +999,9 @@ class RankDecoder:
             f"the elements [{start[i]}, {start[i] + count[i]}) of a half {half[i]} leg are not "
             "inside one half-chunk of the trigger's chunk layout"), art, "half")
         gid, gfirst = self.group_of, self.group_first
-        # a channel (its (entry, channel) group of legs.bin) with a ring leaf of another role
-        # is not checked: its largest step is not known
+        # a channel (its (entry, channel) group of legs.bin) with a ring leaf whose root is
+        # not on the channel's ring (no hops) is not checked here: its largest step is not
+        # known; a leaf of another role was named above
         odd = np.zeros(gfirst.size, bool)
         np.logical_or.at(odd, gid[sel], ~checked[sel])
         spg = np.maximum.reduceat(np.where(leaf == MARK_END, 0, s + 1), gfirst)
@@ -979,12 +1011,11 @@ class RankDecoder:
             return
         t = self.entry_trigger[int(spi[bad])]
         e = int(spi[bad])
+        pairs = self._scr_pairs(e)
         if lay[e] is None:
-            pairs, n, h_cw, leg_of = t.single_cycle[0], len(t.group), t.single_cycle[1][0], ""
+            n, h_cw, leg_of = len(t.group), t.single_cycle[1][0], ""
         else:
-            info = t.legs[self.entry_leg[e]]
-            gi = next(k for k, grp in enumerate(info["groups"]) if grp[0] == lay[e][0])
-            pairs, n = info["single_cycle"][gi][0], len(lay[e][0])
+            n = len(lay[e][0])
             h_cw, leg_of = n // 2, f" of the HIER {self.entry_leg[e]} leg"
         way = "CW" if any(int(ch[bad]) == p[0] for p in pairs) else "CCW"
         i = int(hops[bad])
