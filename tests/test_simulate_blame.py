@@ -846,6 +846,13 @@ LEAF_CODE = {"send": 1, "recv_reduce_send": 2, "recv_reduce_copy": 3,
     # all-gather phase; recv_reduce_send (6 ^ 4 = 2) is what the first phase calls on that
     # chunk (at step 2): the record's ring_step 10 says the phase
     ("direct_recv_send", 640, "recv_reduce_send", 5, 10, 2, 1),
+    # step n - 1 = 7 reduces the rank's own chunk [0, 128) with recv_reduce_copy and sends it
+    # with direct_copy_send, both called there: H0's recv_reduce_copy made direct_copy_send
+    # (3 ^ 6 = 5), and H1's direct_copy_send made recv_reduce_copy, disagree with their new
+    # leaf in both sdma_op and neigh, the other leaf's: named at sdma_op, 'sdma_op for leaf
+    # direct_copy_send should be 2, not 4', until 2026-12-07 (review 55t)
+    ("recv_reduce_copy", 0, "direct_copy_send", 0, 7, 4, 0),
+    ("direct_copy_send", 64, "recv_reduce_copy", 0, 7, 2, 1),
 ])
 def test_a_flat_ring_leaf_swapped_for_one_of_another_sdma_op_or_neigh_is_named_at_leaf(
         ar8_out, tmp_path, leaf, start, to, hops, step, sdma, neigh):

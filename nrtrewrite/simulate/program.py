@@ -748,8 +748,9 @@ class RankDecoder:
         (in either phase of an all-reduce) and exactly one that it calls has the record's
         ``sdma_op`` and ``neigh``, the leaf is what changed and is named with that one (until
         2026-12-07 such a swap, ``recv_reduce_copy`` for ``recv_reduce_send``, was named at
-        ``neigh``, ``sdma_op`` or ``reduction_type``). Otherwise the caller's check names its
-        field."""
+        ``neigh``, ``sdma_op`` or ``reduction_type``); so too where it calls two (the rank's
+        own chunk) and the record's ``sdma_op`` and ``neigh`` both are the other's, not its
+        leaf's (review 55t). Otherwise the caller's check names its field."""
         if k is None:
             return
         leaf = int(L["leaf"][k])
@@ -782,10 +783,16 @@ class RankDecoder:
             phases = tuple(at) or phases
         called = {x for ph in phases
                   for x in self._step_loop_leaves(t, hops, ph, k, every=True)}
-        if leaf in called:
+        # where two leaves are called (the rank's own chunk), a record whose sdma_op and
+        # neigh both are not its leaf's but the other's had its leaf changed, not two fields
+        own = (SDMA_CCE if leaf in REDUCE_LEAVES else SDMA_CME if leaf in COPY_LEAVES
+               else SDMA_NONE, NEIGH_NEXT if leaf in SENDING else NEIGH_PREV if leaf == 7
+               else NEIGH_LOCAL)
+        if leaf in called and (len(called) < 2 or int(L["sdma_op"][k]) == own[0]
+                               or int(L["neigh"][k]) == own[1]):
             return
         fits = {(x, step_of(x, ph)) for ph in phases
-                for x in self._step_loop_leaves(t, hops, ph, k, alike=True)}
+                for x in self._step_loop_leaves(t, hops, ph, k, alike=True) if x != leaf}
         if len(fits) != 1:
             return
         ((want, step),) = fits
