@@ -917,3 +917,32 @@ def test_a_flat_ring_step_moved_to_the_other_phases_is_named_at_ring_step(
         f"{out / 'rank-0000'}: field ring_step, rank 0, channel 0, artifact legs.bin, record "
         f"{rec}: ring_step should be {was}, the ring schedule's, not {to}: {lf} of elements "
         f"[{start}, {start + 64}) is step {was} of chunk group 0 (seed 001 §4, FORMATS §3)")
+
+
+@pytest.mark.parametrize("rec,leg,to,step,want", [
+    # send of member 7's chunk [6144, 12288) H1 at step n - 1 - 7 = 0, made direct_recv_send
+    (3, (1, 1, 6144, 0), 6, 0, "send"),
+    # direct_recv_send of member 7's chunk [0, 6144) H0 at step 2n - 1 - 7 = 8, made send
+    (20, (6, 0, 0, 8), 1, 8, "direct_recv_send"),
+])
+def test_an_sbuf_ring_leaf_swapped_across_the_phases_is_named_at_leaf(
+        tmp_path, rec, leg, to, step, want):
+    """fixtures/sbuf.neff lowered as RING (8 ranks, chunks of 12288, halves of 6144): on
+    rank 1 (member 0 is 7 hops ahead on the ring 0 -> 1 -> ... -> 7) a leaf swapped between
+    send and direct_recv_send (same sdma_op and neigh) on an SBUF operand was named at
+    sem_count ('send leg ... should have 0 x a wait recv_sema >= 1, not 1'), checked before
+    the leaf error held for check_sb2sb: the leg's semaphores disagree with the new leaf, so
+    the leaf is named as on a DRAM operand (review 55t)."""
+    from test_simulate import lower_neff
+    out = lower_neff(ROOT / "fixtures" / "sbuf.neff", tmp_path / "o", algo="ring")
+    legs = np.fromfile(out / "rank-0001" / "legs.bin", F.LEG_DTYPE)
+    assert tuple(int(legs[f][rec]) for f in ("leaf", "half", "elem_start", "ring_step")) \
+        == leg
+    _flip(out, 1, "legs.bin", 64 * rec + 12, leg[0] ^ to)
+    got = {1: "send", 6: "direct_recv_send"}[to]
+    assert _error(out) == (
+        f"{out / 'rank-0001'}: field leaf, rank 1, channel 0, artifact legs.bin, record {rec}: "
+        f"leaf should be {want}, not {got}: elements [{leg[2]}, {leg[2] + 6144}) are of the "
+        "chunk of the member 7 hops ahead on the channel's ring of 8, which the all-reduce's "
+        f"step loop moves at step {step} with {want} (seed 001 §4, docs/DESIGN.md \"Buffers "
+        "and data flow\", FORMATS §3)")

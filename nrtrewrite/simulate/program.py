@@ -2429,6 +2429,13 @@ class RankDecoder:
             bad = _first(mask & (got != want))
             if bad is None:
                 continue
+            held = self.ring_leg_error
+            if held is not None and held.where.field == "leaf" \
+                    and held.where.artifact == "legs.bin" and held.where.record == bad:
+                # an SBUF entry's ring leaf the step loop does not call there (held for
+                # check_sb2sb, decode_legs): its semaphores disagree with it as well, so the
+                # leaf is what changed (review 55t; until 2026-12-07 named at sem_count)
+                raise held
             leaf = LEAF_NAMES[int(lf[bad])]
             place = (f"entry {self.spi[bad]}, channel {self.ch[bad]}, step "
                      f"{bad - self.group_first[self.group_of[bad]]}")
