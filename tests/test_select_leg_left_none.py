@@ -302,3 +302,56 @@ def test_the_two_node_fixtures_way_out_forces_the_reduce_scatters_leg_too(tmp_pa
     res = cli("lower", "-q", model, "-j", 1, "--rank", 0, "--algo",
               "^ring;inter_allg:ring;inter_redsct:ring", "-o", tmp_path / "way")
     assert res.exit_code == 0, res.output
+
+
+def many_spec(n: int) -> dict:
+    """``n`` collectives over GROUP, each a request of its own (its size): bf16 all-reduces
+    of 256 + 4k bytes at even ordinals, all-gathers of 258 + 4k input bytes at odd ones;
+    under ``--algo '^ring'`` every one is refused (its intra legs left none, as SPEC's)."""
+    vars_, ops = [], []
+    for i in range(n):
+        nb = 256 + 2 * i
+        out = nb if i % 2 == 0 else nb * len(GROUP)
+        vars_ += [{"name": f"i{i}", "type": "input", "size": nb},
+                  {"name": f"o{i}", "type": "output", "size": out}]
+        ops.append({"all_reduce": {"dtype": "bf16", "op": "add", "src": f"i{i}",
+                                   "dst": f"o{i}", "bytes": nb}} if i % 2 == 0 else
+                   {"all_gather": {"dtype": "bf16", "src": f"i{i}", "dst": f"o{i}",
+                                   "bytes": nb}})
+    return {"header": {"pkg_version": 2, "name": "many", "lnc_size": 2},
+            "subgraphs": [{"name": "sg00", "vars": vars_, "replica_groups": [GROUP],
+                           "engines": {"sp": ops}}]}
+
+
+def test_explain_holds_each_way_out_to_the_model_once_not_once_a_refused_trigger(
+        tmp_path, monkeypatch):
+    """Review 55p: explain held the ways out of every refused request to every trigger of
+    the model (select.model_way_out, one call a refused request), each way selecting every
+    trigger again: O(triggers^2) selections, 563 s for 1,000 triggers under --algo '^ring'.
+    Where a way stops is a matter of its --algo text and the model alone, so it is found once
+    a model: the selections grow with the triggers, doubling them at most doubling the
+    selections (a + b x triggers), where the square grew them about 3.5 times (10 -> 20 ->
+    40 triggers: 170, 540, 1880 selections).  Counted at select.select, which the way-out
+    check and the engines' own forced checks call; the line stays lower's."""
+    import nrtrewrite.select as select_module
+    from nrtrewrite.neff.assembler import assemble_spec
+    calls = []
+    real = select_module.select
+    monkeypatch.setattr(select_module, "select",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    counts = {}
+    for n in (10, 20, 40):
+        model = tmp_path / f"many{n}.neff"
+        model.write_bytes(assemble_spec(many_spec(n)))
+        calls.clear()
+        res = cli("explain", model, "--topology", "trn2:nodes=2", "--algo", "^ring")
+        assert res.exit_code == 2
+        assert res.stderr.rstrip().endswith(
+            "trigger 0: --algo '^ring' leaves the intra_allg leg no legal engine (its "
+            f"engines: RING, KANGARING; KANGARING: {KANGARING_WHY}; RING excluded), nor the "
+            "intra_redsct leg any; --algo '^ring;intra_allg:ring;intra_redsct:ring;"
+            "inter_allg:ring' runs the intra_allg, intra_redsct and inter_allg legs on RING (a "
+            "leg clause forcing one engine beats an exclusion; the inter_allg leg for trigger "
+            "1); trigger 1 still stops under --algo 'single_cycle_ring'"), res.stderr
+        counts[n] = len(calls)
+    assert counts[20] <= 2 * counts[10] and counts[40] <= 2 * counts[20], counts

@@ -550,6 +550,10 @@ def _plan_model(m, topo: Topology, override, policy, shown: set[int],
     def here(err: NrtRewriteError, t) -> NrtRewriteError:  # a request's error at trigger t
         return err.elsewhere(replace(err.where, **trigger_where(t)))  # (its reason shared)
 
+    # a way out's --algo text -> the first trigger it stops (select.model_way_out), for
+    # every refused request alike: one pass over the triggers a way, not one a request
+    ways_stop: dict = {}
+
     def selected(t, spad: str | None = None) -> list:
         # (the request's cached [selection or error, plan, engine's plan]; a trigger whose
         # HIER the SPAD gate passes over is a request of its own: select.spad_pass_over)
@@ -560,7 +564,9 @@ def _plan_model(m, topo: Topology, override, policy, shown: set[int],
                                     host_cc=host_cc, hier_refusal=spad), None, None]
             except NrtRewriteError as err:
                 # (a HIER leg left none: its ways out held to every trigger, as lower's)
-                err = model_way_out(err, m.triggers, topo, policy=policy, host_cc=host_cc)
+                # (where each way stops is kept for the model: ways_stop)
+                err = model_way_out(err, m.triggers, topo, policy=policy, host_cc=host_cc,
+                                    stops=ways_stop)
                 done[key] = [err.at(**trigger_where(t)), None, None]
         return done[key]
 
