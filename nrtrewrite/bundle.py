@@ -541,8 +541,9 @@ def _remove_if_stale(path: str, pid: int) -> bool:
     taken (a live build holds it, :func:`lock_folder`), and ``pid`` is no running process
     here or the folder is more than :data:`STALE_AFTER_S` old (a build killed in another
     PID namespace: its PID may be a live process of this one, kthreadd's 2 say; the age
-    covers the moment between a build's ``mkdir`` and its lock).  Where the file system has
-    no locks, the PID alone decides."""
+    covers the moment between a build's ``mkdir`` and its lock), and never this process's
+    own (its one caller, :func:`clean_stale_temps`, skips it before).  Where the file system
+    has no locks, the PID alone decides."""
     fd = _open_folder(path)
     if fd is None:
         return False  # not a folder to remove

@@ -806,11 +806,11 @@ class RankDecoder:
             "FORMATS §3)", "legs.bin", k, "leaf", channel=int(L["channel"][k]))
 
     def _check_ring_halves(self, L: np.ndarray, sel: np.ndarray, half: np.ndarray,
-                           spi: np.ndarray, n: int, art: str, why: str = "") -> None:
+                           spi: np.ndarray, n: int, art: str) -> None:
         """The half of a flat RING entry's leg (``sel``) is the half-chunk its elements sit in
-        (the chunk layout of the trigger manifest's `chunk`, TriggerSpec.half_of); a flat
-        SINGLE_CYCLE_RING entry's too (:meth:`check_single_cycle_legs`, ``why`` saying so in
-        the line of a half that is not its elements')."""
+        (the chunk layout of the trigger manifest's `chunk`, TriggerSpec.half_of);
+        :meth:`check_single_cycle_legs` checks a SINGLE_CYCLE_RING leg's its own way (a HIER
+        ``inter_allr`` leg's over its leg layout)."""
         if sel.size:
             want_half = np.full(n, -2, np.int64)
             for e in np.unique(spi[sel]):
@@ -820,7 +820,7 @@ class RankDecoder:
             self.check((want_half >= -1) & (half != want_half), lambda i: (
                 f"half should be {want_half[i]}, not {half[i]}: elements "
                 f"[{L['elem_start'][i]}, {L['elem_start'][i] + L['num_elements'][i]}) are half "
-                f"{want_half[i]} of their chunk{why}" if want_half[i] >= 0 else
+                f"{want_half[i]} of their chunk" if want_half[i] >= 0 else
                 f"the elements [{L['elem_start'][i]}, "
                 f"{L['elem_start'][i] + L['num_elements'][i]}) of a half {half[i]} leg are not "
                 "inside one half-chunk of the trigger's chunk layout"), art, "half")
