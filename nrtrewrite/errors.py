@@ -361,14 +361,18 @@ class NrtRewriteError(Exception):
         # held whole (up to MAX_HELD_WHY_CHARS): it is cut where it is shown, its escapes
         # counted (why, line(); until 2026-12-07 it was cut here, and simulate's detail
         # cell, given the cut reason, looked for the cut's mark in it to count it once)
+        self._hold(why, left_out)
+        self.where = (where or Where()).merged(**where_kw)
+        super().__init__(self.line())
+
+    def _hold(self, why: str, left_out: int = 0) -> None:
+        """Hold the reason ``why``, escaped and cut as :meth:`__init__` says."""
         why = escape_line(why)
         #: the whole reason's length, escaped (of which :attr:`reason` may hold a part)
         self.reason_chars = len(why) + left_out
         #: the reason, escaped, whole up to :data:`MAX_HELD_WHY_CHARS` characters
         self.reason = why if len(why) <= MAX_HELD_WHY_CHARS else cut_middle(
             why, MAX_HELD_WHY_CHARS, _HELD_HEAD, _HELD_TAIL, chars=self.reason_chars)
-        self.where = (where or Where()).merged(**where_kw)
-        super().__init__(self.line())
 
     @property
     def left_out(self) -> int:
@@ -406,6 +410,14 @@ class NrtRewriteError(Exception):
         new = type(self).__new__(type(self))
         new.__dict__.update(self.__dict__)
         new.where = where
+        new.args = (new.line(),)
+        return new
+
+    def reworded(self, why: str) -> "NrtRewriteError":
+        """A new error of the same class, place and attributes with the reason ``why``,
+        escaped and held as the constructor holds one (:data:`MAX_HELD_WHY_CHARS`)."""
+        new = self.elsewhere(self.where)
+        new._hold(why)
         new.args = (new.line(),)
         return new
 

@@ -1751,7 +1751,7 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
                 stopped.append((a.name.lower(), k))
         if not stopped:
             return err
-        return _said_again(err, _no_engine_fits(req, cands, gated, override, kept, stopped))
+        return err.reworded(_no_engine_fits(req, cands, gated, override, kept, stopped))
     stopped_at: list[tuple[str, int]] = []
     added: list[tuple[str, int]] = []
     forced = None if way.forced is None else dict(way.forced)
@@ -1780,17 +1780,8 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
                   added=tuple(added) if forced is not None else ())
     if new == way:
         return err
-    out = _said_again(err, new.line())
+    out = err.reworded(new.line())
     out.way_out = new
-    return out
-
-
-def _said_again(err: NrtRewriteError, why: str) -> NrtRewriteError:
-    """``err`` at its place with the reason ``why``."""
-    out = err.elsewhere(err.where)
-    out.reason = why
-    out.reason_chars = len(why)
-    out.args = (out.line(),)
     return out
 
 
