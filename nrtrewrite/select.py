@@ -1684,6 +1684,20 @@ class _WayOut:
         return msg
 
 
+@dataclass(frozen=True)
+class _BdWayOut:
+    """The BD gate's refusal (:func:`_no_engine_fits`) in parts, so that
+    :func:`model_way_out` can say it again after checking the engines ``--algo`` may force
+    against every trigger of the model: the request, its candidates, the engines the gate
+    passed over (``gated``), the override when a clause of the op's governed it, and the
+    engines ``--algo`` may force (``forcible``)."""
+    req: Request
+    cands: dict[EncAlgType, Candidate]
+    gated: list[EncAlgType]
+    override: AlgoOverride | None
+    forcible: tuple[EncAlgType, ...]
+
+
 def _and(words: list[str]) -> str:
     """``a``, ``a and b``, ``a, b and c``."""
     return " and ".join(words) if len(words) < 3 else f"{', '.join(words[:-1])} and {words[-1]}"
@@ -1712,7 +1726,8 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
     memo = {} if stops is None else stops
     way = getattr(err, "way_out", None)
     bd_way = getattr(err, "bd_way_out", None)
-    if (way is None or (way.forced is None and not way.flat)) and not (bd_way and bd_way[4]):
+    bd_forcible = bd_way is not None and bd_way.forcible
+    if (way is None or (way.forced is None and not way.flat)) and not bd_forcible:
         return err
     triggers = list(triggers)
 
@@ -1741,9 +1756,8 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
         return None, {}
 
     if way is None:  # (the BD gate's refusal: the engines --algo may force)
-        req, cands, gated, override, forcible = bd_way
         kept, stopped = [], []
-        for a in forcible:
+        for a in bd_way.forcible:
             k = first_stop(a.name.lower())[0]
             if k is None:
                 kept.append(a)
@@ -1751,7 +1765,8 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
                 stopped.append((a.name.lower(), k))
         if not stopped:
             return err
-        return err.reworded(_no_engine_fits(req, cands, gated, override, kept, stopped))
+        return err.reworded(_no_engine_fits(bd_way.req, bd_way.cands, bd_way.gated,
+                                            bd_way.override, kept, stopped))
     stopped_at: list[tuple[str, int]] = []
     added: list[tuple[str, int]] = []
     forced = None if way.forced is None else dict(way.forced)
@@ -2043,8 +2058,9 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
             # so '^single_cycle_ring' was an error and 'inter_allr:ring' not: review 53i)
             err = SelectionError(msg, trigger=req.ordinal)
             # (its engines to force, held to every trigger of the model: model_way_out)
-            err.bd_way_out = (req, dict(cands), passed_over, override if clause else None,
-                              tuple(forcible))
+            err.bd_way_out = _BdWayOut(req=req, cands=dict(cands), gated=passed_over,
+                                       override=override if clause else None,
+                                       forcible=tuple(forcible))
             raise err
         if picked is None:
             why = "; ".join(f"{cands[a].predicate}: {cands[a].reason}" for a in cascade)
