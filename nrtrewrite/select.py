@@ -1803,7 +1803,7 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
 def _bd_refused(reason: str) -> bool:
     """Whether a selection's refusal is the BD gate's (no engine the default may take fits,
     or one is refused by its composer): :func:`_no_engine_fits`'s line."""
-    return reason.startswith("no engine the default selection may take")
+    return reason.startswith(NO_ENGINE_TAKES)
 
 
 def _forced_why(trigger: Trigger, req: Request, alg: EncAlgType, override: AlgoOverride | None,
@@ -2170,6 +2170,11 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
         override=override.text if override else None)
 
 
+#: How the BD gate's refusal (:func:`_no_engine_fits`) begins, which :func:`_bd_refused`
+#: knows it by.
+NO_ENGINE_TAKES = "no engine the default selection may take"
+
+
 def _no_engine_fits(req: Request, cands: dict[EncAlgType, Candidate],
                     gated: list[EncAlgType], override: AlgoOverride | None,
                     forcible: list[EncAlgType],
@@ -2197,10 +2202,10 @@ def _no_engine_fits(req: Request, cands: dict[EncAlgType, Candidate],
     if not over:
         # (every one refused by its composer: until 2026-12-07 the first one's reason
         # alone, without the rank lower names it at nor the engines --algo may force)
-        return f"no engine the default selection may take{under} can be lowered: {legs} ({way})"
+        return f"{NO_ENGINE_TAKES}{under} can be lowered: {legs} ({way})"
     cure = ("a smaller message" if req.src_run is None and req.dst_run is None
             else "longer rows, dim 0 of step 1, or a smaller message")
-    return (f"no engine the default selection may take{under} fits TPINC_MAX_BDS "
+    return (f"{NO_ENGINE_TAKES}{under} fits TPINC_MAX_BDS "
             f"{TPINC_MAX_BDS} M2S or S2M BDs a leg ({bds_text(req)}): {legs}; lower "
             f"refuses such a leg ({cure}; {way})")
 
