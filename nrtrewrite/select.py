@@ -1705,7 +1705,7 @@ def _and(words: list[str]) -> str:
 
 def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topology, *,
                   policy: Policy = DEFAULT_POLICY, host_cc: bool = False,
-                  stops: "dict[str, tuple[int | None, dict[str, EncAlgType]]] | None" = None
+                  ways_stop: "dict[str, tuple[int | None, dict[str, EncAlgType]]] | None" = None
                   ) -> NrtRewriteError:
     """``err``, a refusal of :func:`_legs_left_none` or the BD gate's (:func:`_no_engine_fits`)
     at one trigger, with its ways out checked against every trigger of the model
@@ -1718,12 +1718,12 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
     ``--algo '^ring'`` on a model of a two-node all-reduce and all-gather offered ``--algo``
     forcing SINGLE_CYCLE_RING, all-reduce only).  Any other error is returned as it is.
 
-    ``stops``: where each way's ``--algo`` text stops (the first trigger and the legs it
+    ``ways_stop``: where each way's ``--algo`` text stops (the first trigger and the legs it
     leaves none, or None), kept across calls for one model, topology, policy and
     ``host_cc`` by a caller that holds the ways of many refused requests (``explain``, one
     call a refused request: until 2026-12-07 each call selected every trigger again under
     each way, 563 s for 1,000 triggers under ``--algo '^ring'``)."""
-    memo = {} if stops is None else stops
+    memo = {} if ways_stop is None else ways_stop
     way = getattr(err, "way_out", None)
     bd_way = getattr(err, "bd_way_out", None)
     bd_forcible = bd_way is not None and bd_way.forcible
@@ -2191,10 +2191,10 @@ def _no_engine_fits(req: Request, cands: dict[EncAlgType, Candidate],
     model still stops under (:func:`model_way_out`), by their ``--algo`` text, and that
     trigger, named after the rest (left out of ``forcible``)."""
     over = [a for a in gated if LOWER_REFUSES not in cands[a].reason]
-    stops = [f"trigger {k} still stops under --algo {text!r}" for text, k in stops]
+    stopped = [f"trigger {k} still stops under --algo {text!r}" for text, k in stops]
     way = "; ".join(([f"--algo may force {' or '.join(a.name for a in forcible)}, whose legs "
-                      "fit"] if forcible else [] if stops else
-                     ["no engine fits forced either"]) + stops)
+                      "fit"] if forcible else [] if stopped else
+                     ["no engine fits forced either"]) + stopped)
     legs = "; ".join(f"{a.name} a " + cands[a].reason.rpartition(POLICY_GATE + "a ")[2]
                      .partition(", more than")[0] if a in over else
                      f"{a.name} {cands[a].reason.rpartition(POLICY_GATE)[2]}" for a in gated)
