@@ -1535,8 +1535,8 @@ _LeftLeg = tuple[str, Request, "EncAlgType | None", Callable[[EncAlgType], bool]
 
 def _legs_left_none(req: Request, topo: Topology, policy: Policy,
                     override: AlgoOverride | None, op_clause: OverrideClause | None,
-                    left: list[_LeftLeg], trigger: "Trigger | Request | None" = None,
-                    host_cc: bool = False) -> SelectionError:
+                    left: list[_LeftLeg], trigger: Trigger | Request,
+                    host_cc: bool) -> SelectionError:
     """The error for the HIER legs ``left`` (slot order) the override leaves no engine
     (SELECTION.md §8): the first one's engines and why none is taken
     (:func:`_no_leg_engine`), the others named, then what to pass instead: the override with
@@ -1837,8 +1837,7 @@ def _largest_slice(req: Request, y: int) -> int:
 
 
 def _hier_legs(req: Request, topo: Topology, policy: Policy, override: AlgoOverride | None,
-               op_clause: OverrideClause | None, trigger: "Trigger | Request | None" = None,
-               host_cc: bool = False
+               op_clause: OverrideClause | None, trigger: Trigger | Request, host_cc: bool
                ) -> tuple[tuple[Leg, ...], tuple[tuple[str, EncAlgType], ...]]:
     intra, inter = hier_groups(topo, req.group)
     y = len(intra[0])
@@ -1885,8 +1884,8 @@ def _hier_legs(req: Request, topo: Topology, policy: Policy, override: AlgoOverr
 
 def _lowerable_hier_legs(req: Request, topo: Topology, policy: Policy,
                          override: AlgoOverride | None, op_clause: OverrideClause | None,
-                         legs: tuple[Leg, ...], trigger: "Trigger | Request | None" = None,
-                         host_cc: bool = False) -> tuple[tuple[Leg, ...], list[str]]:
+                         legs: tuple[Leg, ...], trigger: Trigger | Request,
+                         host_cc: bool) -> tuple[tuple[Leg, ...], list[str]]:
     """Each HIER leg whose engine this build cannot lower as a leg takes the first engine of
     its slot's legal set (precedence order) that it can and whose predicate holds on the
     leg's group (in window first); RING always can.  A leg clause forcing such an engine is
