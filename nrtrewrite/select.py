@@ -1608,12 +1608,15 @@ def _legs_left_none(req: Request, topo: Topology, policy: Policy,
     flat = [a for a in CANDIDATE_ORDER if a != EncAlgType.HIER
             and (op_clause is None or op_clause.allows(a)) and policy.is_lowerable(a, req.op)
             and PREDICATES[a][1](req, topo, policy, check_window=False)[0]]
-    if counted:
+    if counted:  # (each flat engine forced: kept when it fits, else said not to)
+        fitting = []
         for a in flat:
-            if not forced_fits(trigger, req, a, topo, policy, host_cc):
+            if forced_fits(trigger, req, a, topo, policy, host_cc):
+                fitting.append(a)
+            else:
                 over.append((f"{source} {a.name.lower()!r}",
                              _forced_why(trigger, req, a, None, topo, policy, host_cc)))
-        flat = [a for a in flat if forced_fits(trigger, req, a, topo, policy, host_cc)]
+        flat = fitting
     way_out = _WayOut(
         base=msg, source=source,
         clauses=tuple((c.target, c.text) for c in (override.clauses if override else ())),
