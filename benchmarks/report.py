@@ -129,11 +129,17 @@ def at_most_texts(x: float, limit: float) -> tuple[str, str]:
     return _digits_shown(_decimal(x), d), _digits_shown(_decimal(limit), d)
 
 
-def busy_needed(cores: int) -> float:
+def busy_edge(cores: int) -> Decimal:
     """The cores "every core busy" needs, CPU over wall: 0.8 x ``cores`` as the decimal reads
-    (``8 * cores / 10``: ``0.8 * 3`` is 2.4000000000000004, which turned 2.40 cores of 3 down
-    until 2026-12-07)."""
-    return 8 * cores / 10
+    (``8 * cores / 10``, exact: ``0.8 * 3`` is 2.4000000000000004, which turned 2.40 cores
+    of 3 down until 2026-12-07)."""
+    return Decimal(8 * cores) / 10
+
+
+def busy_needed(cores: int) -> float:
+    """:func:`busy_edge` as a float, which a run's cores busy is judged against (the float
+    nearest the decimal: ``8 * cores / 10``)."""
+    return float(busy_edge(cores))
 
 
 def busy_text(busy: float, cores: int) -> str:
@@ -149,8 +155,8 @@ def busy_figure(busy: float, cores: int) -> str:
     """The cores busy "every core busy" judges, with the digits that agree with its verdict
     (2 decimals, or more at the edge; the threshold reads as ``8 x cores / 10``, a decimal
     of one digit)."""
-    holds = busy >= busy_needed(cores)
-    need = Decimal(8 * cores) / 10
+    need = busy_edge(cores)
+    holds = busy >= float(need)  # (busy_needed)
     return agreeing_text(busy, 2, lambda s: (s >= need) == holds)
 
 
