@@ -119,6 +119,15 @@ COUNTED_WITHOUT_DATA = frozenset({7, 21})  # direct_recv, post_recv
 NEIGH_NEXT, NEIGH_LOCAL, NEIGH_PREV = 1, 0, 2
 NEIGH_LABELS = {NEIGH_LOCAL: "LOCAL", NEIGH_NEXT: "NEXT", NEIGH_PREV: "PREV"}
 SDMA_NONE, SDMA_CME, SDMA_CCE = 0, 2, 4
+#: by leaf (a u1 field), the sdma_op and neigh its record carries: a reduce leaf's CCE, a
+#: copy leaf's CME; a sending leaf signals NEXT, direct_recv waits on PREV, the rest LOCAL
+#: (a KANGARING direct_recv's copy to the secondaries is the caller's)
+LEAF_SDMA = np.full(256, SDMA_NONE, np.int64)
+LEAF_SDMA[sorted(REDUCE_LEAVES)] = SDMA_CCE
+LEAF_SDMA[sorted(COPY_LEAVES)] = SDMA_CME
+LEAF_NEIGH = np.full(256, NEIGH_LOCAL, np.int64)
+LEAF_NEIGH[sorted(SENDING)] = NEIGH_NEXT
+LEAF_NEIGH[DIRECT_RECV] = NEIGH_PREV
 ROLE_RECV, ROLE_SEND, ROLE_POST, ROLE_COMPL = 0, 1, 2, 3
 ROLE_OTHER = 0xFF  # a semaphore outside the ring channel block
 ROLE_NAMES = {0: "recv_sema", 1: "send_sema", 2: "post_sema", 3: "dma_compl_sema"}
@@ -615,12 +624,11 @@ class RankDecoder:
         ring_leaf = np.isin(leaf, list(RING_LEAVES)) & self.ring_entry[spi] if n else \
             np.zeros(0, bool)
         sdma = L["sdma_op"].astype(np.int64)
-        want_sdma = np.where(np.isin(leaf, list(REDUCE_LEAVES)), SDMA_CCE,
-                             np.where(np.isin(leaf, list(COPY_LEAVES)), SDMA_CME, SDMA_NONE))
+        want_sdma = LEAF_SDMA[leaf]
         # a kangaring direct_recv duplicates the last chunk to the unit's secondaries, a copy
         # (FORMATS §3.3: sdma_op 2); on RING and SINGLE_CYCLE_RING it only consumes (0)
-        want_sdma = np.where((at_leg == int(EncAlgType.KANGARING)) & (leaf == 7), SDMA_CME,
-                             want_sdma)
+        want_sdma = np.where((at_leg == int(EncAlgType.KANGARING)) & (leaf == DIRECT_RECV),
+                             SDMA_CME, want_sdma)
         # a leaf swapped for one with another sdma_op, neigh or reduction_type is named at
         # leaf where the step loop tells (_blame_swapped_leaf), before those fields' checks
         flat_ring = np.array([t.algorithm == "RING" and lg == "flat" for t, lg in
@@ -649,8 +657,7 @@ class RankDecoder:
                        f"kangaring fork: {want_rt[i]})", art, "reduction_type")
             self._check_host_cc(leaf, spi, art)
         neigh = L["neigh"].astype(np.int64)
-        want_neigh = np.where(np.isin(leaf, list(SENDING)), NEIGH_NEXT,
-                              np.where(leaf == 7, NEIGH_PREV, NEIGH_LOCAL))
+        want_neigh = LEAF_NEIGH[leaf]
         fixed = ring_leaf | (leaf == MARK_END)
         self._blame_swapped_leaf(_first(fixed & (neigh != want_neigh)), L, flat_ring)
         self.check(fixed & (neigh != want_neigh), lambda i: f"neigh for leaf "
@@ -785,11 +792,8 @@ class RankDecoder:
                   for x in self._step_loop_leaves(t, hops, ph, k, every=True)}
         # where two leaves are called (the rank's own chunk), a record whose sdma_op and
         # neigh both are not its leaf's but the other's had its leaf changed, not two fields
-        own = (SDMA_CCE if leaf in REDUCE_LEAVES else SDMA_CME if leaf in COPY_LEAVES
-               else SDMA_NONE, NEIGH_NEXT if leaf in SENDING else NEIGH_PREV if leaf == 7
-               else NEIGH_LOCAL)
-        if leaf in called and (len(called) < 2 or int(L["sdma_op"][k]) == own[0]
-                               or int(L["neigh"][k]) == own[1]):
+        if leaf in called and (len(called) < 2 or int(L["sdma_op"][k]) == LEAF_SDMA[leaf]
+                               or int(L["neigh"][k]) == LEAF_NEIGH[leaf]):
             return
         fits = {(x, step_of(x, ph)) for ph in phases
                 for x in self._step_loop_leaves(t, hops, ph, k, alike=True) if x != leaf}
@@ -1405,11 +1409,8 @@ class RankDecoder:
         if every:
             return wants
         rec = self.a["legs.bin"][k]
-        same = tuple(x for x in wants
-                     if (SDMA_CCE if x in REDUCE_LEAVES else SDMA_CME if x in COPY_LEAVES
-                         else SDMA_NONE) == int(rec["sdma_op"])
-                     and (NEIGH_NEXT if x in SENDING else NEIGH_PREV if x == 7
-                          else NEIGH_LOCAL) == int(rec["neigh"]))
+        same = tuple(x for x in wants if LEAF_SDMA[x] == rec["sdma_op"]
+                     and LEAF_NEIGH[x] == rec["neigh"])
         return same if alike else same or wants
 
     # ------------------------------------------------------------------ data BDs
