@@ -899,7 +899,7 @@ class RankDecoder:
         if lay is None:
             return t.single_cycle[0]
         info = t.legs[self.entry_leg[e]]
-        gi = next(k for k, grp in enumerate(info["groups"]) if grp[0] == lay[0])
+        gi = next(k for k, grp in enumerate(info["groups"]) if grp[0] == lay.group)
         return info["single_cycle"][gi][0]
 
     def check_single_cycle_legs(self) -> None:
@@ -970,7 +970,7 @@ class RankDecoder:
             else:
                 # the leg's group of n ranks: h_cw = ceil((n - 1) / 2) (docs/DESIGN.md
                 # "Single-cycle ring"; the plan's single_cycle.arcs are held to it, §1)
-                group, orders = lay[e][0], lay[e][1]
+                group, orders = lay[e].group, lay[e].orders
                 n, h_cw = len(group), len(group) // 2
                 want_half[m] = t.leg_half_of(lay[e], start[m], count[m])
                 rings = np.stack([_hops_on(orders.get(c), group, self.rank)
@@ -1003,8 +1003,8 @@ class RankDecoder:
             f"half should be {want_half[i]}, not {half[i]}: elements [{start[i]}, "
             f"{start[i] + count[i]}) are half {want_half[i]} of their chunk (a "
             + ("SINGLE_CYCLE_RING trigger chunks as the ring" if lay[int(spi[i])] is None else
-               f"HIER inter_allr leg chunks as the ring over its slice [{lay[int(spi[i])][2]}, "
-               f"{lay[int(spi[i])][2] + lay[int(spi[i])][3]}) of the message")
+               f"HIER inter_allr leg chunks as the ring over its slice [{lay[int(spi[i])].lo}, "
+               f"{lay[int(spi[i])].lo + lay[int(spi[i])].span}) of the message")
             + ": docs/DESIGN.md \"Leg layouts\")"
             if want_half[i] >= 0 else
             f"the elements [{start[i]}, {start[i] + count[i]}) of a half {half[i]} leg are not "
@@ -1026,7 +1026,7 @@ class RankDecoder:
         if lay[e] is None:
             n, h_cw, leg_of = len(t.group), t.single_cycle[1][0], ""
         else:
-            n = len(lay[e][0])
+            n = len(lay[e].group)
             h_cw, leg_of = n // 2, f" of the HIER {self.entry_leg[e]} leg"
         way = "CW" if any(int(ch[bad]) == p[0] for p in pairs) else "CCW"
         i = int(hops[bad])

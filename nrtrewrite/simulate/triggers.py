@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -24,6 +25,15 @@ from nrtrewrite.topology.rings import kangaring_identity
 OPS = ("ALLREDUCE", "ALLGATHER", "REDUCE_SCATTER")
 ALU_TO_CCE = {"ADD": int(SdmaCceType.ADD), "MAX": int(SdmaCceType.MAX),
               "MIN": int(SdmaCceType.MIN)}
+
+
+class LegLayout(NamedTuple):
+    """A HIER leg's interleaved layout for one rank (:meth:`TriggerSpec.leg_layout`)."""
+    group: list  # the leg's ranks (the rank's group of that leg)
+    orders: dict  # its ring orders by channel (ranks)
+    lo: int  # the rank's slice [lo, lo + span) of the trigger's element space
+    span: int
+    chunk: dict  # its plan's chunk
 
 
 def io_code(dtype: DType) -> int:
@@ -219,12 +229,12 @@ class TriggerSpec:
         lo = (start // max(span, 1)) * span if self.op != "ALLREDUCE" else np.zeros_like(start)
         return _half_in(start, np.asarray(count, np.int64), lo, span, group_elems, self.chunk)
 
-    def leg_layout(self, leg: str, rank: int) -> tuple | None:
-        """``(group, orders, lo, span, chunk)`` of ``rank``'s group of the all-reduce's
-        ``inter_allr`` HIER leg (docs/DESIGN.md "Leg layouts", "HIER"): the leg's ranks, its
-        ring orders by channel (ranks), and its *interleaved* layout, seed 001 §2's chunk
-        groups of the ring over the group over the rank's slice ``[lo, lo + span)`` of the
-        trigger's element space (``hier.slices`` of its local index, its place in its
+    def leg_layout(self, leg: str, rank: int) -> LegLayout | None:
+        """The :class:`LegLayout` ``(group, orders, lo, span, chunk)`` of ``rank``'s group of
+        the all-reduce's ``inter_allr`` HIER leg (docs/DESIGN.md "Leg layouts", "HIER"): the
+        leg's ranks, its ring orders by channel (ranks), and its *interleaved* layout, seed
+        001 §2's chunk groups of the ring over the group over the rank's slice
+        ``[lo, lo + span)`` of the trigger's element space (``hier.slices`` of its local index, its place in its
         ``intra_redsct`` group: :func:`_check_hier_slices`), with its plan's ``chunk``
         (:func:`_check_hier_layouts` holds it to the slice); None for another leg or op."""
         if self.op != "ALLREDUCE" or leg != "inter_allr" or not self.slices:
@@ -237,10 +247,11 @@ class TriggerSpec:
         g, orders, _pgta = found
         info = self.legs[leg]
         lo, hi = self.slices[local]
-        return (info["groups"][g][0], orders, lo, hi - lo, info["chunks"][info["plan_of"][g]])
+        return LegLayout(info["groups"][g][0], orders, lo, hi - lo,
+                         info["chunks"][info["plan_of"][g]])
 
     @staticmethod
-    def leg_half_of(layout: tuple, start: np.ndarray, count: np.ndarray) -> np.ndarray:
+    def leg_half_of(layout: LegLayout, start: np.ndarray, count: np.ndarray) -> np.ndarray:
         """:meth:`half_of` in a HIER leg's interleaved layout (:meth:`leg_layout`)."""
         group, _orders, lo, span, chunk = layout
         start = np.asarray(start, np.int64)
@@ -248,7 +259,7 @@ class TriggerSpec:
                         span, len(group) * chunk["channels"] * chunk["chunk_size_n"], chunk)
 
     @staticmethod
-    def leg_chunk_of(layout: tuple, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def leg_chunk_of(layout: LegLayout, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`chunk_of` in a HIER leg's interleaved layout (:meth:`leg_layout`): the chunk
         group and the position in the leg's group of the member whose chunk it is."""
         group, _orders, lo, _span, chunk = layout
