@@ -770,7 +770,7 @@ class RankDecoder:
         if hops_at is None:
             return
         e0, n0 = int(L["elem_start"][k]), int(L["num_elements"][k])
-        _g, pos = t.chunk_of(np.array([e0], np.int64))
+        chunk_group, pos = t.chunk_of(np.array([e0], np.int64))
         if not 0 <= int(pos[0]) < n:
             return
         hops = int(hops_at[int(pos[0])])
@@ -785,7 +785,7 @@ class RankDecoder:
             # an all-reduce moves the chunk once in each phase, the steps n apart: where the
             # record's ring_step is one phase's (2n - 1 steps a chunk group, FORMATS §3), the
             # leaf is that phase's
-            at = [ph for ph in phases if step_of(0, ph) + int(_g[0]) * (2 * n - 1)
+            at = [ph for ph in phases if step_of(0, ph) + int(chunk_group[0]) * (2 * n - 1)
                   == int(L["ring_step"][k])]
             phases = tuple(at) or phases
         called = {x for ph in phases
