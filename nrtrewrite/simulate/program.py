@@ -777,9 +777,9 @@ class RankDecoder:
         phases = (False, True) if t.op == "ALLREDUCE" and hops > 0 and n > 1 else (False,)
 
         def step_of(x: int, phase2: bool) -> int:
-            if t.op == "ALLREDUCE":
-                return 2 * n - 1 - hops if phase2 else 0 if x == DIRECT_COPY else n - 1 - hops
-            return n - 1 - hops if t.op == "REDUCE_SCATTER" else (n - hops) % n
+            if t.op == "ALLREDUCE" and not phase2 and x == DIRECT_COPY:
+                return 0
+            return int(_ring_step(t.op, n, hops, phase2))
 
         if len(phases) == 2:
             # an all-reduce moves the chunk once in each phase, the steps n apart: where the
@@ -1279,19 +1279,15 @@ class RankDecoder:
                 g[m], pos = t.chunk_of(L["elem_start"][m].astype(np.int64))
                 i = hops[at, np.clip(pos, 0, n - 1)]
                 lf = leaf[m]
+                ag = np.isin(lf, _ALL_GATHER_PHASE)
+                s[m] = _ring_step(t.op, n, i, ag)
                 if t.op == "ALLREDUCE":
-                    s[m] = np.where(np.isin(lf, _ALL_GATHER_PHASE), 2 * n - 1 - i,
-                                    np.where(lf == DIRECT_COPY, 0, n - 1 - i))
-                elif t.op == "REDUCE_SCATTER":
-                    s[m] = n - 1 - i
-                else:
-                    s[m] = (n - i) % n
+                    s[m] = np.where(lf == DIRECT_COPY, 0, s[m])
                 self._ring_leaf_wants(t, m, i, lf, wrong_leaf)
                 if t.op == "ALLREDUCE" and n > 1:
                     # the step the other phase gives the chunk: a leaf swapped across the
                     # phases (direct_recv_send <-> send) keeps the record's step there
-                    alt_s[m] = np.where(np.isin(lf, _ALL_GATHER_PHASE), n - 1 - i,
-                                        2 * n - 1 - i)
+                    alt_s[m] = _ring_step(t.op, n, i, ~ag)
                     alt_s[m] = np.where((i >= 0) & (lf != DIRECT_COPY), alt_s[m], -1)
                     hop[m] = i
                 # set below, once the channel's steps per group are known
@@ -2827,17 +2823,27 @@ def _hops_on(order: list | None, group: list, rank: int) -> np.ndarray:
     return np.array([(at[r] - at[rank]) % len(at) for r in group], np.int64)
 
 
+def _ring_step(op: str, n: int, i, phase2):
+    """Seed 001 §4's step template: the ring step at which a ring of ``n`` members moves the
+    chunk of the member ``i`` hops ahead: n - 1 - i in a reduce-scatter and in an
+    all-reduce's reduce-scatter phase, 2n - 1 - i in its all-gather phase (``phase2``, by
+    element), (n - i) % n in an all-gather (an all-reduce's direct_copy, at 0, is the
+    caller's)."""
+    if op == "ALLREDUCE":
+        return np.where(phase2, 2 * n - 1 - i, n - 1 - i)
+    return n - 1 - i if op == "REDUCE_SCATTER" else (n - i) % n
+
+
 def _kangaring_steps(op: str, leaf: np.ndarray, i: np.ndarray, u: int,
                      host_cc: bool) -> tuple[np.ndarray, np.ndarray]:
     """The step of each KANGARING ring leaf ``leaf`` moving the chunk of a unit ``i`` hops
     ahead on a cycle of ``u`` units (RankDecoder.check_kangaring_legs), and whether the leaf is
     one the ring's step template calls there (docs/DESIGN.md "Kangaring"'s table)."""
     L = Leaf
-    first = u - 1 - i
     if op == "ALLGATHER":
         ok = np.where(i == 0, leaf == int(L.send),
                       np.where(i == 1, leaf == DIRECT_RECV, leaf == int(L.direct_recv_send)))
-        return (u - i) % u, ok & (u > 1)
+        return _ring_step(op, u, i, False), ok & (u > 1)
     if op == "REDUCE_SCATTER":
         own = leaf == int(L.recv_reduce_copy)
     else:
@@ -2846,9 +2852,9 @@ def _kangaring_steps(op: str, leaf: np.ndarray, i: np.ndarray, u: int,
     ok = np.where(i == 0, own, np.where(i == u - 1, leaf == int(L.direct_reduce_send_kangaring),
                                         leaf == int(L.recv_reduce_send)))
     if op != "ALLREDUCE":
-        return first, ok & (u > 1)
+        return _ring_step(op, u, i, False), ok & (u > 1)
     later = np.where(i == 1, leaf == DIRECT_RECV, leaf == int(L.direct_recv_send)) & (i > 0)
-    return np.where(later, 2 * u - 1 - i, first), (ok | later) & (u > 1)
+    return _ring_step(op, u, i, later), (ok | later) & (u > 1)
 
 
 def _index_within(keys: np.ndarray) -> np.ndarray:
