@@ -1100,10 +1100,13 @@ class RankDecoder:
                 u = len(order)
                 prim = {mem: unit[0] for unit in sec[0][2] for mem in unit}
                 at = {r: j for j, r in enumerate(order)}
+                # by member position, how many hops ahead of this rank its unit's primary
+                # is (-1: off the ring; the last slot for a position outside the group)
+                n = len(t.group)
+                ahead = np.array([(at[prim[r]] - at[self.rank]) % u if prim.get(r) in at
+                                  else -1 for r in t.group] + [-1], np.int64)
                 p = pos[np.searchsorted(m, mc)]
-                i = np.array([(at[prim[t.group[x]]] - at[self.rank]) % u
-                              if 0 <= x < len(t.group) and prim.get(t.group[x]) in at else -1
-                              for x in p.tolist()], np.int64)
+                i = ahead[np.where((p >= 0) & (p < n), p, n)]
                 lf = leaf[mc]
                 hops[mc], units[mc] = i, u
                 s[mc], ok = _kangaring_steps(t.op, lf, i, u, self.layout.host_cc)
