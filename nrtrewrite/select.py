@@ -1622,7 +1622,7 @@ def _legs_left_none(req: Request, topo: Topology, policy: Policy,
         clauses=tuple((c.target, c.text) for c in (override.clauses if override else ())),
         forced=dict(forced) if clauses is not None else None,
         beats=any(c.exclude for c in (override.clauses if override else ())),
-        flat=tuple(flat), over=tuple(over))
+        flat=tuple(flat), over=tuple(over), op=req.op)
     err = _LegsLeftNone(way_out.line(), trigger=req.ordinal,
                         forced=forced if clauses else {})
     err.way_out = way_out
@@ -1637,7 +1637,9 @@ class _WayOut:
     the first way forces (``forced``; None: not offered), whether the override excludes
     (``beats``), the flat engines ``--algo`` may force (``flat``), the ways that do not fit
     TPINC_MAX_BDS (``over``: text, why) and those another trigger still stops under
-    (``stops``: the override's text, the trigger)."""
+    (``stops``: the override's text, the trigger); the request's ``op`` and, for a flat
+    engine another trigger stops under, the ``--algo`` text forcing it on ``op`` alone that
+    every trigger passes (``scoped``: text, engine; :func:`model_way_out`)."""
     base: str
     source: str
     clauses: tuple[tuple[str, str], ...]
@@ -1647,6 +1649,8 @@ class _WayOut:
     over: tuple[tuple[str, str], ...]
     stops: tuple[tuple[str, int], ...] = ()
     added: tuple[tuple[str, int], ...] = ()  # (a leg forced for another trigger, it)
+    op: "EncOpType | None" = None
+    scoped: tuple[tuple[str, EncAlgType], ...] = ()
 
     def text_of(self, forced: dict[str, EncAlgType]) -> str:
         """The override's clauses with the leg clauses ``forced`` in place of theirs."""
@@ -1673,6 +1677,7 @@ class _WayOut:
         if self.flat:
             ways.append(f"{self.source} may force {' or '.join(a.name for a in self.flat)} "
                         "over the whole group")
+        ways += [_scoped_way(self.source, text, alg, self.op) for text, alg in self.scoped]
         if ways:
             msg += f"; {', or '.join(ways)}"
         over = self.over
@@ -1693,12 +1698,20 @@ class _BdWayOut:
     :func:`model_way_out` can say it again after checking the engines ``--algo`` may force
     against every trigger of the model: the request, its candidates, the engines the gate
     passed over (``gated``), the override when a clause of the op's governed it, and the
-    engines ``--algo`` may force (``forcible``)."""
+    engines ``--algo`` may force (``forcible``), and the user's whole override
+    (``users``)."""
     req: Request
     cands: dict[EncAlgType, Candidate]
     gated: list[EncAlgType]
     override: AlgoOverride | None
     forcible: tuple[EncAlgType, ...]
+    users: AlgoOverride | None = None  # (the user's whole override: its clauses kept in a
+    #                                    way forcing an engine on the op alone)
+
+
+def _scoped_way(source: str, text: str, alg: EncAlgType, op: EncOpType) -> str:
+    """A way out forcing ``alg`` on ``op`` alone (:func:`model_way_out`)."""
+    return f"{source} {text!r} forces {alg.name} over the whole group on {op.name} alone"
 
 
 def _and(words: list[str]) -> str:
@@ -1719,7 +1732,12 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
     intra legs), and a way some trigger still stops under is not offered but the first such
     trigger named (until 2026-12-07 the ways were checked on the trigger that stopped alone:
     ``--algo '^ring'`` on a model of a two-node all-reduce and all-gather offered ``--algo``
-    forcing SINGLE_CYCLE_RING, all-reduce only).  Any other error is returned as it is.
+    forcing SINGLE_CYCLE_RING, all-reduce only).  A flat engine some trigger stops under is
+    then tried forced on the refused request's op alone (the user's clauses but the op's own,
+    the op's clause, and leg clauses for the legs another trigger leaves none under them) and
+    offered where every trigger passes that (until 2026-12-07 not tried: review 55p, the
+    all-reduce and all-gather above under ``--algo 'allreduce:^ring'``, which
+    ``'allreduce:single_cycle_ring'`` lowers).  Any other error is returned as it is.
 
     ``ways_stop``: where each way's ``--algo`` text stops (the first trigger and the legs it
     leaves none, or None), kept across calls for one model, topology, policy and
@@ -1758,18 +1776,43 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
                 return t.ordinal, {}
         return None, {}
 
+    def scoped(a: EncAlgType, op: EncOpType, clauses: Iterable[tuple[object, str]]
+               ) -> str | None:
+        # (a flat engine another trigger stops under, forced on op alone: the user's clauses
+        # but op's own, then op's clause, which beats an untargeted one (AlgoOverride.for_op),
+        # and a leg clause for each leg another trigger leaves none under them; None when
+        # some trigger still stops: review 55p, mix_ar under 'allreduce:^ring')
+        kept = [(target, text) for target, text in clauses if target != op]
+        kept.append((op, f"{op.name.lower()}:{a.name.lower()}"))
+        legs: dict[str, EncAlgType] = {}
+        for _ in range(len(HIER_SLOTS) + 1):
+            text = ";".join([t for target, t in kept if target not in legs]
+                            + [f"{name}:{alg.name.lower()}" for name, alg in legs.items()])
+            k, more = first_stop(text)
+            if k is None:
+                return text
+            if not more or set(more) <= set(legs):
+                return None
+            legs.update(more)
+        return None
+
     if way is None:  # (the BD gate's refusal: the engines --algo may force)
-        kept, stopped = [], []
+        kept, stopped, ways = [], [], []
         for a in bd_way.forcible:
             k = first_stop(a.name.lower())[0]
             if k is None:
                 kept.append(a)
             else:
                 stopped.append((a.name.lower(), k))
+                text = scoped(a, bd_way.req.op, ((c.target, c.text) for c in
+                                                 (bd_way.users.clauses if bd_way.users
+                                                  else ())))
+                if text is not None:
+                    ways.append((text, a))
         if not stopped:
             return err
         return err.reworded(_no_engine_fits(bd_way.req, bd_way.cands, bd_way.gated,
-                                            bd_way.override, kept, stopped))
+                                            bd_way.override, kept, stopped, ways))
     stopped_at: list[tuple[str, int]] = []
     added: list[tuple[str, int]] = []
     forced = None if way.forced is None else dict(way.forced)
@@ -1787,15 +1830,18 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
         else:
             stopped_at.append((way.text_of(forced), k))
             forced = None
-    flat = []
+    flat, ways = [], []
     for a in way.flat:
         k = first_stop(a.name.lower())[0]
         if k is None:
             flat.append(a)
         else:
             stopped_at.append((a.name.lower(), k))
+            text = None if way.op is None else scoped(a, way.op, way.clauses)
+            if text is not None:
+                ways.append((text, a))
     new = replace(way, forced=forced, flat=tuple(flat), stops=tuple(stopped_at),
-                  added=tuple(added) if forced is not None else ())
+                  added=tuple(added) if forced is not None else (), scoped=tuple(ways))
     if new == way:
         return err
     out = err.reworded(new.line())
@@ -2062,7 +2108,7 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
             # (its engines to force, held to every trigger of the model: model_way_out)
             err.bd_way_out = _BdWayOut(req=req, cands=dict(cands), gated=passed_over,
                                        override=override if clause else None,
-                                       forcible=tuple(forcible))
+                                       forcible=tuple(forcible), users=override)
             raise err
         if picked is None:
             why = "; ".join(f"{cands[a].predicate}: {cands[a].reason}" for a in cascade)
@@ -2180,7 +2226,8 @@ NO_ENGINE_TAKES = "no engine the default selection may take"
 def _no_engine_fits(req: Request, cands: dict[EncAlgType, Candidate],
                     gated: list[EncAlgType], override: AlgoOverride | None,
                     forcible: list[EncAlgType],
-                    stops: Iterable[tuple[str, int]] = ()) -> str:
+                    stops: Iterable[tuple[str, int]] = (),
+                    scoped: Iterable[tuple[str, EncAlgType]] = ()) -> str:
     """The default selection's refusal when every engine it may take that is legal has a leg
     over ``TPINC_MAX_BDS`` or is refused by its composer (the BD gate, SELECTION.md §3): each
     such engine (``gated``) and its worst leg or its composer's reason, the rows that make
@@ -2191,12 +2238,16 @@ def _no_engine_fits(req: Request, cands: dict[EncAlgType, Candidate],
     engine and its composer's reason (from the rank on where ``lower`` names one), then the
     engines ``--algo`` may force.  ``stops``: the engines forced that another trigger of the
     model still stops under (:func:`model_way_out`), by their ``--algo`` text, and that
-    trigger, named after the rest (left out of ``forcible``)."""
+    trigger, named after the rest (left out of ``forcible``); ``scoped``: the ``--algo`` text
+    forcing such an engine on the request's op alone that every trigger passes, and the
+    engine, named before the stops (:func:`model_way_out`)."""
     over = [a for a in gated if LOWER_REFUSES not in cands[a].reason]
     stopped = [f"trigger {k} still stops under --algo {text!r}" for text, k in stops]
+    offered = [_scoped_way("--algo", text, a, req.op) + ", whose legs fit"
+               for text, a in scoped]
     way = "; ".join(([f"--algo may force {' or '.join(a.name for a in forcible)}, whose legs "
-                      "fit"] if forcible else [] if stopped else
-                     ["no engine fits forced either"]) + stopped)
+                      "fit"] if forcible else [] if stopped or offered else
+                     ["no engine fits forced either"]) + offered + stopped)
     legs = "; ".join(f"{a.name} a " + cands[a].reason.rpartition(POLICY_GATE + "a ")[2]
                      .partition(", more than")[0] if a in over else
                      f"{a.name} {cands[a].reason.rpartition(POLICY_GATE)[2]}" for a in gated)

@@ -1485,7 +1485,10 @@ def test_the_bd_gate_refusal_names_no_forced_engine_another_trigger_stops_under(
     alone: hostcc_ar2 of the test above followed by a 256 B bf16 all-gather over the same
     ranks named SINGLE_CYCLE_RING and SINGLE_STEP_MESH, each all-reduce only (SELECTION.md
     §3), so ``lower`` forced to either stops at the all-gather (trigger 1, lower's answer
-    below).  Now neither is offered; the trigger each still stops at is named."""
+    below).  Now neither is offered bare; the trigger each still stops at is named, and each
+    is offered forced on ALLREDUCE alone, the user's untargeted clause kept for the
+    all-gather (review 55p: an op's own clause beats it, SELECTION.md §8), which lowers and
+    simulates."""
     from click.testing import CliRunner
 
     from nrtrewrite.cli import main
@@ -1507,13 +1510,25 @@ def test_the_bd_gate_refusal_names_no_forced_engine_another_trigger_stops_under(
     assert "trigger 0: no engine the default selection may take under --algo " \
         "'^single_cycle_ring' fits TPINC_MAX_BDS" in line, line
     assert line.endswith("lower refuses such a leg (longer rows, dim 0 of step 1, or a smaller "
-                         "message; trigger 1 still stops under --algo 'single_cycle_ring'; "
-                         "trigger 1 still stops under --algo 'single_step_mesh')"), line
+                         "message; --algo '^single_cycle_ring;allreduce:single_cycle_ring' "
+                         "forces SINGLE_CYCLE_RING over the whole group on ALLREDUCE alone, "
+                         "whose legs fit; --algo '^single_cycle_ring;allreduce:single_step_mesh'"
+                         " forces SINGLE_STEP_MESH over the whole group on ALLREDUCE alone, "
+                         "whose legs fit; trigger 1 still stops under --algo "
+                         "'single_cycle_ring'; trigger 1 still stops under --algo "
+                         "'single_step_mesh')"), line
     for alg in ("single_cycle_ring", "single_step_mesh"):
         res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o",
                                         str(tmp_path / alg), "--host-cc", "--algo", alg])
         assert res.exit_code == 2, res.output
         assert f"trigger 1: --algo '{alg}' forces {alg.upper()}, refused: " in res.stderr
+        out = tmp_path / f"{alg}-scoped"
+        res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o", str(out),
+                                        "--host-cc", "--algo",
+                                        f"^single_cycle_ring;allreduce:{alg}"])
+        assert res.exit_code == 0, res.output
+        res = CliRunner().invoke(main, ["simulate", str(out)])
+        assert res.exit_code == 0 and "2/2 trigger(s) match" in res.output, res.output
     res = CliRunner().invoke(main, ["explain", "--json", str(neff), *args])
     assert res.exit_code == 2
     assert json.loads(res.stdout)["error"] == line.removeprefix("nrtrewrite: error: ")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -241,8 +242,10 @@ def mixed_spec(first: str) -> dict:
      f"KANGARING; KANGARING: {KANGARING_WHY}; RING excluded), nor the intra_redsct leg any; "
      "--algo '^ring;intra_allg:ring;intra_redsct:ring;inter_allg:ring' runs the intra_allg, "
      "intra_redsct and inter_allg legs on RING (a leg clause forcing one engine beats an "
-     "exclusion; the inter_allg leg for trigger 1); trigger 1 still stops under --algo "
-     "'single_cycle_ring'"),
+     "exclusion; the inter_allg leg for trigger 1), or --algo "
+     "'^ring;allreduce:single_cycle_ring;intra_allg:ring;inter_allg:ring' forces "
+     "SINGLE_CYCLE_RING over the whole group on ALLREDUCE alone; trigger 1 still stops under "
+     "--algo 'single_cycle_ring'"),
     # the all-gather stops first (no flat engine: test_a_leg_the_first_legs_hid_...), then
     # the all-reduce's intra_redsct under its clauses
     ("all_gather",
@@ -268,8 +271,10 @@ def test_the_way_out_is_held_to_every_trigger_of_the_model(tmp_path, first, line
     res = cli("lower", model, *topo, "-j", 1, "--algo", "^ring", "-o", tmp_path / "refused")
     assert res.exit_code == 2
     assert res.stderr.rstrip().endswith(line), res.stderr
-    way = line.split("--algo '")[2].partition("'")[0]
-    lowers_and_simulates(model, tmp_path / "way", way)
+    ways = re.findall(r"(?<!still stops under )--algo '([^']*)'", line)[1:]
+    assert ways
+    for i, way in enumerate(ways):
+        lowers_and_simulates(model, tmp_path / f"way{i}", way)
     res = cli("lower", model, *topo, "-j", 1, "--algo", "single_cycle_ring",
               "-o", tmp_path / "flat")
     ag = 1 if first == "all_reduce" else 0
@@ -352,6 +357,37 @@ def test_explain_holds_each_way_out_to_the_model_once_not_once_a_refused_trigger
             "intra_redsct leg any; --algo '^ring;intra_allg:ring;intra_redsct:ring;"
             "inter_allg:ring' runs the intra_allg, intra_redsct and inter_allg legs on RING (a "
             "leg clause forcing one engine beats an exclusion; the inter_allg leg for trigger "
-            "1); trigger 1 still stops under --algo 'single_cycle_ring'"), res.stderr
+            "1), or --algo '^ring;allreduce:single_cycle_ring;intra_allg:ring;inter_allg:ring' "
+            "forces SINGLE_CYCLE_RING over the whole group on ALLREDUCE alone; trigger 1 still "
+            "stops under --algo 'single_cycle_ring'"), res.stderr
         counts[n] = len(calls)
     assert counts[20] <= 2 * counts[10] and counts[40] <= 2 * counts[20], counts
+
+
+def test_a_flat_engine_another_trigger_stops_under_is_offered_on_the_op_alone(tmp_path):
+    """Review 55p: a flat engine was offered only as a bare `--algo 'X'`, which forces it on
+    the model's other collectives too; where one of them stops under it the engine was
+    dropped ("trigger 1 still stops under --algo 'single_cycle_ring'"), though forcing it on
+    the refused collective alone lowers: an op's own clause beats the untargeted one
+    (SELECTION.md §8).  The 1 MiB all-reduce and 256 B all-gather over 0, 1, 64, 65 under
+    `--algo 'allreduce:^ring'`: the all-reduce's intra legs are left none; besides the leg
+    clauses, the way forcing SINGLE_CYCLE_RING on ALLREDUCE alone is offered (the user's
+    clause for the all-reduce replaced by it).  Each way offered lowers and simulates."""
+    from nrtrewrite.neff.assembler import assemble_spec
+    model = tmp_path / "mix.neff"
+    model.write_bytes(assemble_spec(mixed_spec("all_reduce")))
+    res = cli("lower", model, "--topology", "trn2:nodes=2", "-j", 1, "--algo",
+              "allreduce:^ring", "-o", tmp_path / "refused")
+    assert res.exit_code == 2
+    line = res.stderr.rstrip()
+    assert line.endswith(
+        "trigger 0: --algo 'allreduce:^ring' leaves the intra_allg leg no legal engine (its "
+        f"engines: RING, KANGARING; KANGARING: {KANGARING_WHY}; RING excluded), nor the "
+        "intra_redsct leg any; --algo 'allreduce:^ring;intra_allg:ring;intra_redsct:ring' "
+        "runs the intra_allg and intra_redsct legs on RING (a leg clause forcing one engine "
+        "beats an exclusion), or --algo 'allreduce:single_cycle_ring' forces "
+        "SINGLE_CYCLE_RING over the whole group on ALLREDUCE alone; trigger 1 still stops "
+        "under --algo 'single_cycle_ring'"), line
+    lowers_and_simulates(model, tmp_path / "scoped", "allreduce:single_cycle_ring")
+    lowers_and_simulates(model, tmp_path / "legs",
+                         "allreduce:^ring;intra_allg:ring;intra_redsct:ring")
