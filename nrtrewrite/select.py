@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable, Union
+from typing import Callable, Iterable, Sequence, Union
 
 import numpy as np
 
@@ -1796,19 +1796,26 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
             legs.update(more)
         return None
 
-    if way is None:  # (the BD gate's refusal: the engines --algo may force)
-        kept, stopped, ways = [], [], []
-        for a in bd_way.forcible:
+    def flat_ways(engines: Iterable[EncAlgType], op: EncOpType | None,
+                  clauses: Sequence[tuple[object, str]]) -> tuple[list, list, list]:
+        # (each flat engine forced over the whole model: kept where every trigger passes it,
+        # else its first stop and, where the op is known, its way forced on the op alone)
+        fits, stops, ways = [], [], []
+        for a in engines:
             k = first_stop(a.name.lower())[0]
             if k is None:
-                kept.append(a)
-            else:
-                stopped.append((a.name.lower(), k))
-                text = scoped(a, bd_way.req.op, ((c.target, c.text) for c in
-                                                 (bd_way.users.clauses if bd_way.users
-                                                  else ())))
-                if text is not None:
-                    ways.append((text, a))
+                fits.append(a)
+                continue
+            stops.append((a.name.lower(), k))
+            text = None if op is None else scoped(a, op, clauses)
+            if text is not None:
+                ways.append((text, a))
+        return fits, stops, ways
+
+    if way is None:  # (the BD gate's refusal: the engines --algo may force)
+        users = bd_way.users.clauses if bd_way.users else ()
+        kept, stopped, ways = flat_ways(bd_way.forcible, bd_way.req.op,
+                                        [(c.target, c.text) for c in users])
         if not stopped:
             return err
         return err.reworded(_no_engine_fits(bd_way.req, bd_way.cands, bd_way.gated,
@@ -1830,16 +1837,8 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
         else:
             stopped_at.append((way.text_of(forced), k))
             forced = None
-    flat, ways = [], []
-    for a in way.flat:
-        k = first_stop(a.name.lower())[0]
-        if k is None:
-            flat.append(a)
-        else:
-            stopped_at.append((a.name.lower(), k))
-            text = None if way.op is None else scoped(a, way.op, way.clauses)
-            if text is not None:
-                ways.append((text, a))
+    flat, stopped, ways = flat_ways(way.flat, way.op, way.clauses)
+    stopped_at += stopped
     new = replace(way, forced=forced, flat=tuple(flat), stops=tuple(stopped_at),
                   added=tuple(added) if forced is not None else (), scoped=tuple(ways))
     if new == way:
