@@ -604,6 +604,16 @@ def layout_lines(where: str, a: Path, b: Path) -> list[Difference]:
         raise OutputError(f"{escape_path(exc.filename)}: {_why(exc)}") from None
 
 
+def _layout(rep: "Report", lines: list[Difference]) -> None:
+    """A manifest's (or a NEFF JSON member's) :func:`layout_lines`: with ``--strict`` one
+    difference, otherwise ``rep.on_layout``'s note (docs/CLI.md "diff")."""
+    if rep.strict:
+        rep.add(lines)
+    else:
+        with rep.atomic():
+            rep.on_layout(lines)
+
+
 #: A JSON text's tokens (:func:`same_layout`): a string, a run of a number's or literal's
 #: characters, a punctuation mark, a run of whitespace (any other byte alone).
 _JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[^\s"{}\[\]:,]+|[{}\[\]:,]|\s+|.', re.DOTALL)
@@ -997,7 +1007,13 @@ def _member_diff(rep: Report, where: str, ma: bytes, mb: bytes,
         except (ValueError, RecursionError):  # compared by bytes (NaN != NaN, keys twice)
             pass
         else:
+            before = rep.count
             rep.add_each(_json_diff(where, ja, jb))
+            if rep.count == before:  # the same JSON in other bytes: its layout (as the top
+                # manifest's, a note; --strict, a difference)
+                _layout(rep, [Difference(where, None, LAYOUT_FIELD,
+                                         hashlib.sha256(ma).hexdigest(),
+                                         hashlib.sha256(mb).hexdigest(), ("sha256",))])
             return
     n = min(len(ma), len(mb))
     if where.endswith(".bin") and not len(ma) % WORD_SIZE and not len(mb) % WORD_SIZE:
@@ -1050,23 +1066,33 @@ class _Damaged(Exception):
 
 class _Deferred(Report):
     """The differences of the members, held for ``rep`` (the ones it would show, and the
-    count of the others) until :meth:`flush`; :class:`_Overflow` past ``most`` held."""
+    count of the others) until :meth:`flush`, with the notes of JSON members in another
+    layout (``rep``'s ``strict`` kept: then they are differences); :class:`_Overflow` past
+    ``most`` differences held."""
 
     def __init__(self, rep: Report, most: int):
-        super().__init__(rep.room(), self._keep)
-        self.rep, self.most, self.held = rep, most, []
+        super().__init__(rep.room(), self._keep, strict=rep.strict, on_layout=self._note)
+        self.rep, self.most, self.held, self.kept = rep, most, [], 0
 
     def _keep(self, index: int, lines: list[Difference]) -> None:
-        if len(self.held) >= self.most:
+        if self.kept >= self.most:
             raise _Overflow
-        self.held.append(lines)
+        self.held.append((True, lines))
+        self.kept += 1
+
+    def _note(self, lines: list[Difference]) -> None:
+        self.held.append((False, lines))
 
     def flush(self) -> None:
         # the shown differences are the first ones: replayed in order, rep shows them all
-        for lines in self.held:
-            self.rep.add(lines)
+        for is_difference, lines in self.held:
+            if is_difference:
+                self.rep.add(lines)
+            else:
+                with self.rep.atomic():
+                    self.rep.on_layout(lines)
         self.rep.add_many(self.count - self.shown)
-        self.held = []
+        self.held, self.kept = [], 0
 
 
 def _drain(walk: Iterator) -> None:
@@ -1944,12 +1970,8 @@ def compare(a: str | Path, b: str | Path, rep: Report, ignore: Iterable[str] = (
             # notes come later) in another layout (judged on the whole manifests, an
             # --ignore'd key's value included: one that differs accounts for the bytes): a
             # note, or with --strict a difference (review 55r: a held key hid it)
-            lines = layout_lines("manifest.json", a / "manifest.json", b / "manifest.json")
-            if rep.strict:
-                rep.add(lines)
-            else:
-                with rep.atomic():
-                    rep.on_layout(lines)
+            _layout(rep, layout_lines("manifest.json", a / "manifest.json",
+                                      b / "manifest.json"))
     if warn is not None:
         for p in unmatched_ignored(ignore, ma, mb):
             warn(f"--ignore {escape_controls(p)}: neither manifest.json has this key path, so it "

@@ -496,10 +496,10 @@ def test_diff_help_and_readme_say_what_is_a_note_without_strict_as_cli_md():
     res = _run("diff", "--help")
     assert res.exit_code == 0
     text = " ".join(res.stdout.split())
-    assert ("Without --strict the top manifest's layout and a checksum that differs where the "
-            "file it covers compares identical are notes on stderr, and a rank manifest's "
-            "layout is nothing: no difference") in text
+    assert ("Without --strict the top manifest's layout, a NEFF JSON member's and a checksum "
+            "that differs where the file it covers compares identical are notes on stderr, "
+            "and a rank manifest's layout is nothing: no difference") in text
     row = next(line for line in (ROOT / "README.md").read_text().splitlines()
                if line.startswith("| `nrtrewrite diff "))
-    assert ("without it the top manifest's layout and a stale checksum are notes, a rank "
-            "manifest's layout nothing |") in row
+    assert ("without it the layout of the top manifest or of a NEFF JSON member and a stale "
+            "checksum are notes, a rank manifest's layout nothing |") in row

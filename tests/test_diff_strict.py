@@ -162,14 +162,18 @@ def test_a_neff_of_the_same_members_compressed_otherwise_is_a_difference_with_a_
         assert res.stderr == f"nrtrewrite: note: {na.name}: {NOTE}\n"
     doc = json.loads(_invoke(a, b, "--json").stdout)
     assert (doc["count"], doc["recompressed"]) == (2, [na.name])
-    # a member of other bytes (a JSON member's layout, which compares identical): no note
+    # a member of other bytes (a JSON member's layout, which compares identical): no
+    # recompressed note, its layout's note alone (below)
     from nrtrewrite.neff.container import build_tar
     members = [(k, bytes(v)) for k, v in c.members.items()]
     k = next(i for i, (name, _) in enumerate(members) if name.endswith(".json"))
     members[k] = (members[k][0], members[k][1] + b" ")
     nb.write_bytes(wrap_payload(c.header, gzip.compress(build_tar(members), mtime=0)))
     res = _invoke(a, b)
-    assert res.exit_code == 1 and res.stderr == ""
+    old, new = bytes(c.members[members[k][0]]), members[k][1]
+    assert res.exit_code == 1 and res.stderr == (
+        f"nrtrewrite: note: {na.name}:{members[k][0]} {LAYOUT}: '{_sha(old)}' != "
+        f"'{_sha(new)}' (its layout alone: no difference; --strict makes it one)\n")
 
 
 def test_a_top_manifest_layout_is_judged_beside_a_stale_neff_checksum(pair):
@@ -257,3 +261,69 @@ def test_strict_sees_a_rank_manifest_layout_beside_a_stale_artifact_checksum(pai
     _write(b / "rank-0000" / "manifest.json", man)
     res = _invoke(a, b, "--strict")
     assert (res.exit_code, res.stdout, res.stderr) == (1, f"{key}\n1 difference(s)\n", "")
+
+
+def _rebuilt(neff, change) -> tuple[str, bytes, bytes, bytes]:
+    """NEFF ``neff`` written again with its first JSON member's bytes ``change``d (gzip level
+    9, mtime 0, as the test above rebuilds one): that member's name, its old and new bytes,
+    and the NEFF's old bytes."""
+    from nrtrewrite.neff.container import build_tar, read_container, wrap_payload
+    data = neff.read_bytes()
+    c = read_container(data, verify_hash=False)
+    members = [(k, bytes(v)) for k, v in c.members.items()]
+    k = next(i for i, (name, _) in enumerate(members) if name.endswith(".json"))
+    name, old = members[k]
+    members[k] = (name, change(old))
+    neff.write_bytes(wrap_payload(c.header, gzip.compress(build_tar(members), mtime=0)))
+    return name, old, members[k][1], data
+
+
+def test_a_neff_json_member_in_another_layout_is_a_note_and_a_difference_with_strict(pair):
+    """Review 55h (the fifty-fifth session's "Left"): a JSON member of B's NEFF rewritten in
+    another layout (its keys in reverse order, indent 3: the same JSON) showed the header's
+    ``data_size`` and ``hash`` lines and no line naming the member.  As the top manifest's
+    layout (CLI.md "diff"): a note naming the member by default (with --json in
+    ``layouts``), one difference more with --strict, ``NEFF:MEMBER sha256 (the same JSON in
+    other bytes): 'A' != 'B'`` after the header's lines."""
+    a, b = pair
+    na, nb = _neff_of(a), _neff_of(b)
+    member, old, new, data = _rebuilt(nb, lambda x: json.dumps(
+        dict(reversed(list(json.loads(x).items()))), indent=3).encode())
+    assert json.loads(old) == json.loads(new) and old != new
+    other = nb.read_bytes()
+    # (the premise: of the header, only data_size, bytes 16..24, and hash, 172..204, differ)
+    assert data[:16] + data[24:172] + data[204:1024] == other[:16] + other[24:172] + other[204:1024]
+    size_a, size_b = (int.from_bytes(x[16:24], "little") for x in (data, other))
+    header = [f"{na.name} header.data_size: {size_a} != {size_b}\n"] if size_a != size_b else []
+    header.append(f"{na.name} header.hash: '{data[172:204].hex()}' != '{other[172:204].hex()}'\n")
+    n, header = len(header), "".join(header)
+    line = f"{na.name}:{member} {LAYOUT}: '{_sha(old)}' != '{_sha(new)}'"
+    res = _invoke(a, b)
+    assert (res.exit_code, res.stdout) == (1, f"{header}{n} difference(s)\n")
+    assert res.stderr == (f"nrtrewrite: note: {line} (its layout alone: no difference; "
+                          "--strict makes it one)\n")
+    res = _invoke(a, b, "--strict")
+    assert (res.exit_code, res.stdout, res.stderr) == (
+        1, f"{header}{line}\n{n + 1} difference(s)\n", "")
+    expected = {"where": f"{na.name}:{member}", "record": None, "field": LAYOUT,
+                "path": ["sha256"], "a": _sha(old), "b": _sha(new), "a_present": True,
+                "b_present": True}
+    doc = json.loads(_invoke(a, b, "--json").stdout)
+    assert (doc["count"], doc["layouts"]) == (n, [expected])
+    doc = json.loads(_invoke(a, b, "--json", "--strict").stdout)
+    assert "layouts" not in doc and doc["count"] == n + 1
+    assert doc["differences"][n] == {"index": n, **expected}
+
+
+def test_a_neff_json_member_of_another_value_has_no_layout_line(pair):
+    """A JSON member whose value differs too (a key added, in another layout): its key's
+    line alone, as a top manifest whose values differ (the value accounts for the bytes)."""
+    a, b = pair
+    na, nb = _neff_of(a), _neff_of(b)
+    member, old, new, _ = _rebuilt(nb, lambda x: json.dumps(
+        {**json.loads(x), "zz_extra": 1}, indent=3).encode())
+    for extra in ((), ("--strict",)):
+        res = _invoke(a, b, *extra)
+        assert res.exit_code == 1 and res.stderr == ""
+        assert f"{na.name}:{member} zz_extra: <absent> != 1\n" in res.stdout
+        assert LAYOUT not in res.stdout

@@ -142,9 +142,9 @@ DIFF_HELP = (
     "is the reference (a golden output): what cannot be read in A is an error, in B a "
     "difference; each line is FILE FIELD: A-VALUE != B-VALUE.\n\n"
     "Exit status: 0 identical, 1 the outputs differ, 2 an error (128 + N: stopped by "
-    "signal N). Without --strict the top manifest's layout and a checksum that differs where "
-    "the file it covers compares identical are notes on stderr, and a rank manifest's layout "
-    "is nothing: no difference (docs/CLI.md \"diff\").")
+    "signal N). Without --strict the top manifest's layout, a NEFF JSON member's and a "
+    "checksum that differs where the file it covers compares identical are notes on stderr, "
+    "and a rank manifest's layout is nothing: no difference (docs/CLI.md \"diff\").")
 
 
 @main.command("diff", cls=_DiffCommand, help=DIFF_HELP)
