@@ -378,6 +378,18 @@ LIST_KEYS = {"buffers": (("role",),), "channels": (("channel",),), "legs": (("na
              "fifo": (("channel",),)}
 
 
+#: The top-level manifest's lists of integers each naming an item by itself (FORMATS §1.1:
+#: ``ranks``, the ranks that have a folder), by their key path: ``diff`` lines them up by
+#: value (:func:`_keyed_walk`), a rank on one side only named ``ranks[rank=N]``, not a
+#: change of the values after it (until 2026-12-07 by position: a removed rank read as
+#: changed ``ranks[i]``).
+VALUE_LISTS = {("ranks",): "rank"}
+
+
+def _each_integer_once(items: list) -> bool:
+    return all(type(x) is int for x in items) and len(set(items)) == len(items)
+
+
 def _item_key(x, keys: tuple[str, ...]):
     """The value of item ``x``'s ``keys`` (a tuple for several keys), or :data:`ABSENT` where
     ``x`` is no object or one key is missing or of another type: one key a string or an
@@ -427,14 +439,18 @@ def _json_diff(where: str, a, b, path: tuple = (), keyed: bool = False
 
 
 def _keyed_walk(where: str, a: list, b: list, path: tuple, keys: tuple[str, ...],
-                keyed: bool) -> Iterator[Difference]:
+                keyed: bool, by_value: bool = False) -> Iterator[Difference]:
     """Lists ``a`` and ``b`` known to differ, lined up by their items' ``key``: the length if
     it changed; the order of the items on both sides (``PATH (order)``: each side's keys)
     if the items of both sides' keys come in another order; then A's items in A's order
     (one in B too compared with it, ``PATH[KEY=VALUE]``, one not in B removed), then B's
     that A has not (added).  ``keys``: one key, or several (a tuple value each item, a list
-    of them in ``PATH (order)``)."""
-    ka, kb = [_item_key(x, keys) for x in a], [_item_key(x, keys) for x in b]
+    of them in ``PATH (order)``); ``by_value``: each item is its own key, named ``keys[0]``
+    (:data:`VALUE_LISTS`)."""
+    if by_value:
+        ka, kb = list(a), list(b)
+    else:
+        ka, kb = [_item_key(x, keys) for x in a], [_item_key(x, keys) for x in b]
     at_b = {v: j for j, v in enumerate(kb)}
     in_a = set(ka)
     if len(a) != len(b):
@@ -477,6 +493,10 @@ def _json_walk(where: str, a, b, path: tuple, keyed: bool = False) -> Iterator[D
     elif isinstance(a, list) and isinstance(b, list):
         if keyed and (keys := _list_key(path, a, b)) is not None:
             yield from _keyed_walk(where, a, b, path, keys, keyed)
+            return
+        if (keyed and (name := VALUE_LISTS.get(path)) is not None
+                and _each_integer_once(a) and _each_integer_once(b)):
+            yield from _keyed_walk(where, a, b, path, (name,), keyed, by_value=True)
             return
         if len(a) != len(b):
             yield Difference(where, None, f"{_key_text(path)} (length)", len(a), len(b),

@@ -1,0 +1,81 @@
+"""`nrtrewrite diff` of outputs that keep other ranks (docs/CLI.md "diff"): the top
+manifest's ``ranks`` (FORMATS §1.1, the ranks that have a folder) is lined up by value, a
+rank on one side only ``manifest.json ranks[rank=N]: N != <absent>``, as a keyed list's item
+(until 2026-12-07 by position: a removed rank read as changed ``ranks[i]`` values after it;
+the fifty-fifth session's "Left").  The expected lines are written from CLI.md and hashlib,
+not from diff's output."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nrtrewrite.cli import main
+from nrtrewrite.golden import lower_to
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def kept(tmp_path_factory):
+    """mix8 (8 ranks) lowered keeping ranks 0, 1, 7 and keeping 0, 7."""
+    base = tmp_path_factory.mktemp("ranks")
+    return (lower_to(FIX / "mix8.neff", base / "three", [0, 1, 7]),
+            lower_to(FIX / "mix8.neff", base / "two", [0, 7]))
+
+
+def _invoke(*args):
+    return CliRunner().invoke(main, ["diff", *map(str, args)])
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_removed_rank_is_named_by_its_rank_not_as_changed_positions(kept):
+    three, two = kept
+    assert json.loads((three / "manifest.json").read_text())["ranks"] == [0, 1, 7]
+    man = _sha(three / "rank-0001" / "manifest.json")
+    res = _invoke(three, two)
+    assert (res.exit_code, res.stderr) == (1, "")
+    assert res.stdout == (f'manifest.json rank_manifests.rank-0001: "{man}" != <absent>\n'
+                          "manifest.json ranks (length): 3 != 2\n"
+                          "manifest.json ranks[rank=1]: 1 != <absent>\n"
+                          "rank-0001 folder: True != False\n"
+                          "4 difference(s)\n")
+    res = _invoke(two, three)  # (added: <absent> in A)
+    assert res.stdout == (f'manifest.json rank_manifests.rank-0001: <absent> != "{man}"\n'
+                          "manifest.json ranks (length): 2 != 3\n"
+                          "manifest.json ranks[rank=1]: <absent> != 1\n"
+                          "rank-0001 folder: False != True\n"
+                          "4 difference(s)\n")
+    doc = json.loads(_invoke(three, two, "--json").stdout)
+    assert doc["differences"][2] == {
+        "index": 2, "where": "manifest.json", "record": None, "field": "ranks[rank=1]",
+        "path": ["ranks", {"rank": 1}], "a": 1, "b": None, "a_present": True,
+        "b_present": False}
+
+
+def test_ranks_of_one_length_in_another_order_or_replaced(kept, tmp_path):
+    """B's ``ranks`` edited (the folders unchanged): a rank replaced by another is the two
+    ranks' lines, no length; the same ranks in another order one ``(order)`` line, as a
+    keyed list's; a rank given twice is compared by position, as before."""
+    three, _ = kept
+    b = tmp_path / "b"
+    shutil.copytree(three, b)
+    top = json.loads((b / "manifest.json").read_text())
+    for ranks, lines in (
+            ([0, 2, 7], ["manifest.json ranks[rank=1]: 1 != <absent>",
+                         "manifest.json ranks[rank=2]: <absent> != 2"]),
+            ([0, 7, 1], ["manifest.json ranks (order): [0, 1, 7] != [0, 7, 1]"]),
+            ([0, 7, 7], ["manifest.json ranks[1]: 1 != 7"])):
+        (b / "manifest.json").write_text(json.dumps({**top, "ranks": ranks}, indent=1,
+                                                    sort_keys=True) + "\n")
+        res = _invoke(three, b)
+        assert res.exit_code == 1
+        assert res.stdout == "".join(f"{x}\n" for x in lines) + f"{len(lines)} difference(s)\n"
