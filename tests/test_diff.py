@@ -1262,11 +1262,11 @@ def test_diff_of_a_golden_archive_says_to_extract_it(tmp_path):
     neff = Path(__file__).resolve().parents[1] / "fixtures" / "ar2.neff"
     for args, line in [
         ([golden, tmp_path], f"Invalid value for 'A': '{golden}' is a file, not an output "
-         f"folder: extract a golden archive first, mkdir -p DIR && tar xzf {golden} -C DIR, "
-         "then diff DIR (docs/CLI.md \"diff\")"),
+         "folder: extract a golden archive first, rm -rf DIR && mkdir DIR && "
+         f"tar xzf {golden} -C DIR, then diff DIR (docs/CLI.md \"diff\")"),
         ([tmp_path, plain], f"Invalid value for 'B': '{plain}' is a file, not an output "
-         f"folder: extract a golden archive first, mkdir -p DIR && tar xzf {plain} -C DIR, "
-         "then diff DIR (docs/CLI.md \"diff\")"),
+         "folder: extract a golden archive first, rm -rf DIR && mkdir DIR && "
+         f"tar xzf {plain} -C DIR, then diff DIR (docs/CLI.md \"diff\")"),
         ([tmp_path, neff], f"Invalid value for 'B': '{neff}' is a file, not an output folder"),
     ]:
         res = CliRunner().invoke(main, ["diff", *map(str, args)], prog_name="nrtrewrite")
@@ -1304,8 +1304,8 @@ def test_diff_of_a_plain_tar_says_tar_xf_and_the_recipe_runs(tmp_path):
     for path, flags in ((plain, "xf"), (liar, "xf"), (gz, "xzf")):
         res = CliRunner().invoke(main, ["diff", str(path), str(extracted)],
                                  prog_name="nrtrewrite")
-        recipe = (f"mkdir -p DIR && tar {flags} {shlex.quote(str(path))} -C DIR, then diff "
-                  "DIR")
+        recipe = (f"rm -rf DIR && mkdir DIR && tar {flags} {shlex.quote(str(path))} -C DIR, "
+                  "then diff DIR")
         assert recipe in _one_line_error(res), res.stderr
         out = tmp_path / f"out-{path.name}"
         subprocess.run(recipe.split(", then")[0].replace("DIR", shlex.quote(str(out))),

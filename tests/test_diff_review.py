@@ -219,3 +219,37 @@ def test_character_and_block_devices_are_entries_of_other_kinds(pair):
         "c type: 'character device' != 'block device'",
         "k type: 'block device' != 'character device'",
         "z character device: False != True"]
+
+
+def test_the_extraction_recipe_run_again_keeps_nothing_of_an_older_extraction(tmp_path):
+    """The fifty-fifth session's "Left": the usage error's recipe, ``mkdir -p DIR && tar xzf
+    ARCHIVE -C DIR``, extracted over an older extraction in DIR, whose files the archive no
+    longer has stayed (an ``extra.bin`` of an older golden: ``extra.bin file: True !=
+    False`` against a fresh lowering).  Run as printed (DIR a path), into the same DIR after
+    an older archive with one more file: the fresh lowering compares identical."""
+    import shlex
+    import subprocess
+    import tarfile
+    from test_diff import FIX, lower_to
+    golden = FIX / "golden" / "ar2.tar.gz"
+    older = tmp_path / "older.tar.gz"  # (the golden's files and one more)
+    x = tmp_path / "x"
+    x.mkdir()
+    with tarfile.open(golden) as tar:
+        tar.extractall(x, filter="data")
+    (x / "extra.bin").write_bytes(b"old")
+    with tarfile.open(older, "w:gz") as tar:
+        tar.add(x, arcname=".")
+    fresh = lower_to(FIX / "ar2.neff", tmp_path / "fresh", None)
+    folder = tmp_path / "DIR golden"  # (a space: the recipe's DIR quoted as a shell word)
+    for archive in (older, golden):
+        res = CliRunner().invoke(main, ["diff", str(archive), str(fresh)],
+                                 prog_name="nrtrewrite")
+        line = _one_line_error(res)
+        recipe = line.split("extract a golden archive first, ", 1)[1].split(", then diff")[0]
+        assert recipe == f"rm -rf DIR && mkdir DIR && tar xzf {shlex.quote(str(archive))} -C DIR"
+        subprocess.run(recipe.replace("DIR", shlex.quote(str(folder))), shell=True,
+                       check=True, capture_output=True)
+    assert not (folder / "extra.bin").exists()
+    res = CliRunner().invoke(main, ["diff", str(folder), str(fresh)])
+    assert (res.exit_code, res.stdout) == (0, "identical\n")

@@ -509,9 +509,11 @@ def test_diffs_extraction_recipe_names_no_escaped_file(tmp_path):
     tail = " -C DIR, then diff DIR (docs/CLI.md \"diff\")"
     # (shown: the UTF-8 run's é as an ASCII terminal shows it, \\xe9; its stream wrote é)
     assert utf8 == (2, "", head.format("g\\xe9.tar.gz")
-                    + "extract a golden archive first, mkdir -p DIR && tar xzf 'g\\xe9.tar.gz'"
+                    + "extract a golden archive first, rm -rf DIR && mkdir DIR && "
+                    + "tar xzf 'g\\xe9.tar.gz'"
                     + tail + " (see 'nrtrewrite diff --help')\n")
     assert c == (2, "", head.format("g\\xe9.tar.gz")
-                 + "extract a golden archive first, mkdir -p DIR && tar xzf ARCHIVE" + tail
+                 + "extract a golden archive first, rm -rf DIR && mkdir DIR && tar xzf ARCHIVE"
+                 + tail
                  + "; ARCHIVE is this file, whose name this locale's encoding cannot write "
                  "(see 'nrtrewrite diff --help')\n")

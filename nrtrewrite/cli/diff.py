@@ -117,7 +117,8 @@ class _OutputFolder(PathArg):
     "diff" does (until 2026-12-06 click's ``Directory 'X' is a file.``, which called the
     file a folder and said nothing of what to do).  The recipe names the file when stderr's
     encoding can write its name, else ``ARCHIVE`` and why (until 2026-12-06 the escaped
-    name, ``tar xzf 'g\\xe9.tar.gz'``, which names no file)."""
+    name, ``tar xzf 'g\\xe9.tar.gz'``, which names no file).  The recipe extracts into an
+    empty folder, so run again it leaves nothing of an older extraction."""
 
     def convert(self, value, param, ctx):
         if isinstance(value, (str, os.PathLike)) and value != "" and os.path.isfile(value):
@@ -127,8 +128,10 @@ class _OutputFolder(PathArg):
             if flags is not None:
                 word = _pastable(value)
                 archive = word if word is not None else "ARCHIVE"
-                why += (f": extract a golden archive first, mkdir -p DIR && tar {flags} "
-                        f"{archive} -C DIR, then diff DIR (docs/CLI.md \"diff\")")
+                # (into a new, empty DIR: tar x over an older extraction keeps the files
+                # the archive no longer has; until 2026-12-07 `mkdir -p DIR && tar ...`)
+                why += (f": extract a golden archive first, rm -rf DIR && mkdir DIR && tar "
+                        f"{flags} {archive} -C DIR, then diff DIR (docs/CLI.md \"diff\")")
                 if word is None:
                     why += ("; ARCHIVE is this file, whose name this locale's encoding "
                             "cannot write")
