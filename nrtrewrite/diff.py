@@ -12,7 +12,6 @@ import errno
 import hashlib
 import itertools
 import json
-import operator
 import os
 import re
 import stat
@@ -637,6 +636,11 @@ def _layout(rep: "Report", lines: list[Difference]) -> None:
 #: A JSON text's tokens (:func:`same_layout`): a string, a run of a number's or literal's
 #: characters, a punctuation mark, a run of whitespace (any other byte alone).
 _JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[^\s"{}\[\]:,]+|[{}\[\]:,]|\s+|.', re.DOTALL)
+#: Whole JSON strings and the bytes between them, up to the end of the last string that
+#: closes before the end position (possessive: no backtracking; :func:`_token_start`).
+_STRINGS = re.compile(rb'(?:[^"]*+"(?:[^"\\]++|\\.)*+")*+', re.DOTALL)
+#: JSON's punctuation marks, each a token of its own outside a string.
+_MARKS = tuple(bytes([c]) for c in b"{}[]:,")
 
 
 def _next_difference(xa: np.ndarray, i: int, xb: np.ndarray, j: int) -> int | None:
@@ -656,15 +660,37 @@ def _next_difference(xa: np.ndarray, i: int, xb: np.ndarray, j: int) -> int | No
         k, step = k + m, min(step * 2, CHUNK_BYTES)
 
 
+def _token_start(text: bytes, i: int, d: int) -> int:
+    """A token of JSON ``text`` that starts in ``[i, d]`` with no token boundary between it
+    and ``d`` but a few: ``i`` starts a token outside a string.  The opening quote of a
+    string holding ``d`` (one that does not close before it), else the position past the
+    last punctuation mark (outside a string) or string before ``d``, ``i`` if neither:
+    found by C scans (:data:`_STRINGS`, ``rfind``; without a backslash before ``d``, every
+    quote delimits a string: counted), not a token at a time."""
+    if text.find(b"\\", i, d) < 0:
+        q = text.rfind(b'"', i, d)
+        if text.count(b'"', i, d) % 2:  # (a string opened at q runs past d)
+            return q
+        e = q + 1 if q >= 0 else i
+    else:
+        e = _STRINGS.match(text, i, d).end()  # (past the last string closed before d)
+        q = text.find(b'"', e, d)
+        if q >= 0:  # (a string opened at q runs past d)
+            return q
+    return max(e, *(text.rfind(c, e, d) + 1 for c in _MARKS))  # (no string in [e, d))
+
+
 def same_layout(a: Path, b: Path, n_values: int) -> bool:
     """Whether manifests ``a`` and ``b``, whose JSON is the same but for ``n_values``
     scalar values (the held checksum keys' lines, :func:`_hold_checksums`), are in the same
     layout: their texts' tokens line up one for one and differ in those values' tokens
-    alone (a space, the order of keys or a number spelt otherwise is another token).  No
-    value holds a line break: the texts are compared as bytes, and only the lines where they
-    differ (at most ``n_values`` of them, else the layout differs) are split into tokens
-    (a 16 MB manifest's tokens all took 6 s).  Both were read just before: one that changed
-    meanwhile is an error, as :func:`layout_lines`."""
+    alone (a space, the order of keys or a number spelt otherwise is another token).  The
+    texts are compared as bytes; at each place they differ, the tokens are read from a
+    token start just before it (:func:`_token_start`) to the first pair that differs, and
+    the bytes are compared again past that pair: linear in the texts' length (until
+    2026-12-07 the whole line of each difference was split into tokens: a one-line 9 MiB
+    manifest took 2 s).  Both were read just before: one that changed meanwhile is an
+    error, as :func:`layout_lines`."""
     def text(p: Path) -> bytes:
         try:
             return _read_whole(p)
@@ -672,21 +698,24 @@ def same_layout(a: Path, b: Path, n_values: int) -> bool:
             raise OutputError(f"{escape_path(p)}: {_why(exc)}") from None
     ba, bb = text(a), text(b)
     xa, xb = np.frombuffer(ba, np.uint8), np.frombuffer(bb, np.uint8)
-    i = j = n = 0  # (i, j: where a line starts in A and in B, equal before them)
-    for _ in range(n_values + 1):
+    i = j = n = 0  # (i, j: where a token starts in A and in B, the tokens before lined up)
+    while True:
         k = _next_difference(xa, i, xb, j)
         if k is None:
             return n == n_values
-        start = ba.rfind(b"\n", i, i + k) + 1 or i  # (the line of the first difference)
-        start_b = j + (start - i)
-        end_a = ba.find(b"\n", i + k) % (len(ba) + 1)  # (-1: to the end)
-        end_b = bb.find(b"\n", j + k) % (len(bb) + 1)
-        ta, tb = _JSON_TOKEN.findall(ba[start:end_a]), _JSON_TOKEN.findall(bb[start_b:end_b])
-        if len(ta) != len(tb):
+        s = _token_start(ba, i, i + k)  # (the bytes before i + k equal: a start in B too)
+        pa, pb = s, j + (s - i)
+        while True:  # (the tokens from there, to the pair holding the difference)
+            ta, tb = _JSON_TOKEN.match(ba, pa), _JSON_TOKEN.match(bb, pb)
+            if ta is None or tb is None:  # (one text has more tokens)
+                return False
+            pa, pb = ta.end(), tb.end()
+            if ta.group() != tb.group():
+                break
+        n += 1
+        if n > n_values:  # (more tokens differ than values)
             return False
-        n += sum(map(operator.ne, ta, tb))
-        i, j = end_a, end_b
-    return False  # (more lines differ than values)
+        i, j = pa, pb
 
 
 def layout_note(lines: list[Difference], name: Callable[[str], str] = str) -> str:

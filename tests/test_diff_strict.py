@@ -327,3 +327,84 @@ def test_a_neff_json_member_of_another_value_has_no_layout_line(pair):
         assert res.exit_code == 1 and res.stderr == ""
         assert f"{na.name}:{member} zz_extra: <absent> != 1\n" in res.stdout
         assert LAYOUT not in res.stdout
+
+
+def _layout_of(tmp_path, ta: str, tb: str, n: int) -> bool:
+    from nrtrewrite.diff import same_layout
+    (tmp_path / "a.json").write_text(ta)
+    (tmp_path / "b.json").write_text(tb)
+    return same_layout(tmp_path / "a.json", tmp_path / "b.json", n)
+
+
+def _one_line(values: list[str]) -> str:
+    """A one-line manifest (no line break at all): 4,000 triggers of strings holding escaped
+    quotes, then ``rank_manifests`` of the given checksum ``values``."""
+    trig = ", ".join(f'{{"trigger": {t}, "name": "sg\\"{t}\\\\", "chunk": {{"pgta": 1.5}}}}'
+                     for t in range(4000))
+    ranks = ", ".join(f'"rank-{r:04d}": "{v}"' for r, v in enumerate(values))
+    return f'{{"triggers": [{trig}], "rank_manifests": {{{ranks}}}, "tail": "z"}}'
+
+
+def test_same_layout_tells_the_values_from_the_layout_token_by_token(tmp_path):
+    """``diff.same_layout`` (the layout beside differing checksum keys, CLI.md "diff"): the
+    texts' tokens line up one for one and differ in the ``n`` values' tokens alone.  Each
+    expected answer worked out by hand from that rule."""
+    v = ["a" * 64, "b" * 64, "c" * 64]
+    cases = [
+        ('{"a": "x", "b": 1}', '{"a": "y", "b": 1}', 1, True),  # one value
+        ('{"a": "x", "b": 1}', '{"a": "y", "b": 1}', 0, False),  # more values than held
+        ('{"a": "x", "b": 1}', '{"a": "y", "b": 1}', 2, False),  # fewer
+        ('{"a": "x", "b": 1}', '{"a": "x", "b": 1}', 0, True),  # the same bytes
+        ('{"a": "x", "b": 1}', '{"b": 1, "a": "y"}', 1, False),  # another key order
+        ('{"a": "x", "b": 1.0}', '{"a": "y", "b": 1.00}', 1, False),  # a number spelt otherwise
+        ('{"a": "x", "b": 1}', '{"a": "y","b": 1}', 1, False),  # a space fewer
+        ('{"a": "x", "b": 1}', '{"a": "y", "b": 1} ', 1, False),  # a token more at the end
+        ('{"a": "x", "b": 1}\n', '{"a": "y",\n "b": 1}\n', 1, False),  # a line break
+        # after an escaped quote, inside a string: the string is one token
+        ('{"h": "ab\\"cd", "z": 2}', '{"h": "ab\\"ce", "z": 2}', 1, True),
+        # a string holding what reads as keys, then an escaped backslash before its quote
+        ('{"k": "a, \\"b\\": 1", "x": "q\\\\", "z": "c"}',
+         '{"k": "a, \\"b\\": 1", "x": "q\\\\", "z": "d"}', 1, True),
+        ('{"k": "a, \\"b\\": 1", "z": "c"}', '{"k": "a, \\"b\\":  1", "z": "d"}', 1, False),
+        ('[12345, 6]', '[12346, 6]', 1, True),  # inside a number
+        ('[1, 2]', '[1,  2]', 0, False),  # a whitespace run
+        # one line: two checksums far apart; and a space more before the tail
+        (_one_line(v), _one_line([v[0], "0" * 64, "1" * 64]), 2, True),
+        (_one_line(v), _one_line([v[0], "0" * 64, "1" * 64]), 1, False),
+        (_one_line(v), _one_line([v[0], "0" * 64, "1" * 64]).replace('"tail"', ' "tail"'),
+         2, False),
+        (_one_line(v),
+         _one_line(["0" * 64, v[1], v[2]]).replace('"pgta": 1.5}}]', '"pgta": 15e-1}}]'),
+         1, False),
+    ]
+    for ta, tb, n, want in cases:
+        assert _layout_of(tmp_path, ta, tb, n) is want, (ta[:60], tb[:60], n)
+
+
+def test_same_layout_reads_a_few_tokens_per_difference_not_the_line(tmp_path, monkeypatch):
+    """The fifty-fifth session's "Left": a one-line 9 MiB manifest took 2 s, its whole line
+    split into tokens at each difference.  The tokens read now are those from a token start
+    just before each difference to the pair that differs: on a one-line manifest of 4,000
+    triggers (about 300 KB, some 60,000 tokens) with two checksums changed, at most a few
+    per difference (counted, not timed)."""
+    from nrtrewrite import diff as D
+
+    class Counting:
+        def __init__(self, rx):
+            self.rx, self.n = rx, 0
+
+        def match(self, *args):
+            m = self.rx.match(*args)
+            self.n += m is not None
+            return m
+
+        def findall(self, *args):
+            out = self.rx.findall(*args)
+            self.n += len(out)
+            return out
+
+    tokens = Counting(D._JSON_TOKEN)
+    monkeypatch.setattr(D, "_JSON_TOKEN", tokens)
+    v = ["a" * 64, "b" * 64, "c" * 64]
+    assert _layout_of(tmp_path, _one_line(v), _one_line([v[0], "0" * 64, "1" * 64]), 2)
+    assert 2 <= tokens.n <= 2 * 4, tokens.n  # (each pair counted twice: A's and B's)
