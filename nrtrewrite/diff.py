@@ -210,21 +210,26 @@ def _read_pair(rep: "Report", where: str, pa: Path, read_a: Callable[[], Any],
 
 @dataclass
 class FileCount:
-    """The differing records of one artifact file, counted over every record compared
-    (the first ``min(records_a, records_b)``); ``fields``: raw field -> records in which it
-    differs (docs/CLI.md)."""
+    """The differing records of one artifact file (or instructions of a NEFF member's
+    instruction stream), counted over every record compared (the first
+    ``min(records_a, records_b)``); ``fields``: raw field -> records in which it differs
+    (docs/CLI.md)."""
 
     where: str
     records_a: int
     records_b: int
     differing_records: int = 0
     fields: dict[str, int] = field(default_factory=dict)
+    #: what a record is called in the text: ``records`` (an artifact's), ``instructions``
+    #: (a NEFF member's instruction stream, whose records are 64-byte words)
+    unit: str = "records"
 
     def line(self, name: Callable[[str], str] = str) -> str:
         """The line; ``name`` shows ``where`` (as :meth:`Difference.line`)."""
         n = min(self.records_a, self.records_b)
         per = ", ".join(f"{k} {v}" for k, v in self.fields.items() if v)
-        return f"{name(self.where)}: {self.differing_records} of {n} records differ ({per})"
+        return (f"{name(self.where)}: {self.differing_records} of {n} {self.unit} differ "
+                f"({per})")
 
     def to_json(self) -> dict:
         return {"where": self.where, "records_a": self.records_a,
@@ -236,11 +241,12 @@ class Report:
     """Where the differences go as they are found: every difference is counted
     (:attr:`count`), only the first ``limit`` (None: all) are formatted and handed to
     ``on_difference(index, lines)``; ``on_file(FileCount)`` gets each artifact file whose
-    records differ once it has been compared.  A difference is one item (a differing record,
-    manifest value, entry, header field, member or instruction) shown as one or more
-    :class:`Difference` lines.  Each hand-over runs with the counts that say it happened
-    inside ``atomic()`` (the CLI's ``stops_deferred``: a stop cannot come between a block's
-    lines and its count, or in the middle of its lines)."""
+    records differ (and each NEFF instruction stream whose instructions differ) once it has
+    been compared.  A difference is one item (a differing record, manifest value, entry,
+    header field, member or instruction) shown as one or more :class:`Difference` lines.
+    Each hand-over runs with the counts that say it happened inside ``atomic()`` (the CLI's
+    ``stops_deferred``: a stop cannot come between a block's lines and its count, or in the
+    middle of its lines)."""
 
     def __init__(self, limit: int | None = None, on_difference=None, on_file=None,
                  on_records=None, atomic=contextlib.nullcontext, on_checksum=None,
@@ -1071,7 +1077,8 @@ def _member_diff(rep: Report, where: str, ma: bytes, mb: bytes,
                                 len(mb) // WORD_SIZE)])
         wa = np.frombuffer(ma, "<u8", count=n // 8).reshape(-1, WORD_SIZE // 8)
         wb = np.frombuffer(mb, "<u8", count=n // 8).reshape(-1, WORD_SIZE // 8)
-        idx = np.flatnonzero((wa != wb).any(axis=1)).tolist()
+        rows = np.flatnonzero((wa != wb).any(axis=1))
+        idx = rows.tolist()
 
         def lines_of(j: int) -> list[Difference]:
             o = idx[j] * WORD_SIZE
@@ -1079,6 +1086,18 @@ def _member_diff(rep: Report, where: str, ma: bytes, mb: bytes,
                                       idx[j] in kicks)
 
         rep.add_first(len(idx), lines_of)
+        if idx:  # its count, whatever --max, as an artifact's (its raw fields: the header's
+            # and the operand bytes)
+            xa = np.frombuffer(ma, INSTR_WORD_DTYPE, count=n // WORD_SIZE)[rows]
+            xb = np.frombuffer(mb, INSTR_WORD_DTYPE, count=n // WORD_SIZE)[rows]
+            fields = {f: int(np.count_nonzero(xa[f] != xb[f])) for f in INSTR_HEADER_DTYPE.names}
+            hdr = INSTR_HEADER_DTYPE.itemsize
+            ua = np.frombuffer(ma, np.uint8, count=n).reshape(-1, WORD_SIZE)[rows, hdr:]
+            ub = np.frombuffer(mb, np.uint8, count=n).reshape(-1, WORD_SIZE)[rows, hdr:]
+            fields["operands"] = int(np.count_nonzero((ua != ub).any(axis=1)))
+            with rep.atomic():
+                rep.on_file(FileCount(where, len(ma) // WORD_SIZE, len(mb) // WORD_SIZE,
+                                      len(idx), fields, "instructions"))
         return
     if len(ma) != len(mb):
         rep.add([Difference(where, None, "bytes", len(ma), len(mb))])
@@ -1120,26 +1139,32 @@ class _Deferred(Report):
     ``most`` differences held."""
 
     def __init__(self, rep: Report, most: int):
-        super().__init__(rep.room(), self._keep, strict=rep.strict, on_layout=self._note)
+        super().__init__(rep.room(), self._keep, on_file=self._file, strict=rep.strict,
+                         on_layout=self._note)
         self.rep, self.most, self.held, self.kept = rep, most, [], 0
 
     def _keep(self, index: int, lines: list[Difference]) -> None:
         if self.kept >= self.most:
             raise _Overflow
-        self.held.append((True, lines))
+        self.held.append(("difference", lines))
         self.kept += 1
 
     def _note(self, lines: list[Difference]) -> None:
-        self.held.append((False, lines))
+        self.held.append(("layout", lines))
+
+    def _file(self, fc: FileCount) -> None:
+        self.held.append(("file", fc))
 
     def flush(self) -> None:
         # the shown differences are the first ones: replayed in order, rep shows them all
-        for is_difference, lines in self.held:
-            if is_difference:
-                self.rep.add(lines)
+        # (with the notes and the members' count lines where they came), then the others
+        # counted
+        for kind, item in self.held:
+            if kind == "difference":
+                self.rep.add(item)
             else:
                 with self.rep.atomic():
-                    self.rep.on_layout(lines)
+                    (self.rep.on_layout if kind == "layout" else self.rep.on_file)(item)
         self.rep.add_many(self.count - self.shown)
         self.held, self.kept = [], 0
 

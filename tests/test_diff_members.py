@@ -406,3 +406,51 @@ def test_the_gunzip_never_reads_again_what_it_said_it_was_done_with(monkeypatch,
         out.write(chunk)
     assert out.getvalue() == b"".join(parts)
     assert len(told) >= len(payload) // step // 2 and told[-1] > len(payload) - 2 * step
+
+
+def test_an_instruction_streams_count_line_comes_whatever_max(tmp_path):
+    """The fifty-fifth session's "Left" (review 55h): past ``--max`` only artifacts got
+    per-file count lines.  An instruction stream (records of 64-byte words) has the same
+    shape: after its instructions' lines, whatever ``--max``, ``NEFF:MEMBER: K of N
+    instructions differ (FIELD COUNT, ...)`` over the raw fields (the header's,
+    NEFF-LIKE.md §2, and ``operands``, bytes 12..63), in ``--json``'s ``files``.  Three of
+    ar2's 4 sp.bin words changed by hand: word 0 byte 20 (an operand byte), word 1 bytes 4
+    (``wait_mode``) and 40 (an operand byte), word 2 byte 8 (``semaphore_value``)."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    from nrtrewrite.golden import lower_to
+    a = lower_to(ROOT / "fixtures" / "ar2.neff", tmp_path / "a", None)
+    b = tmp_path / "b"
+    import shutil
+    shutil.copytree(a, b)
+    name = json.loads((a / "manifest.json").read_text())["output_neff"]["name"]
+    data = (a / name).read_bytes()
+    c = read_container(data, verify_hash=False)
+    members = [(k, bytes(v)) for k, v in c.members.items()]
+    k = next(i for i, (m, _) in enumerate(members) if m == "sg00/sp.bin")
+    assert len(members[k][1]) == 4 * 64
+    members[k] = ("sg00/sp.bin", _flip(members[k][1], 20, 64 + 4, 64 + 40, 128 + 8))
+    (b / name).write_bytes(wrap_payload(c.header, gzip.compress(build_tar(members), mtime=0)))
+    other = (b / name).read_bytes()
+    size_a, size_b = (int.from_bytes(x[16:24], "little") for x in (data, other))
+    header = [f"{name} header.data_size: {size_a} != {size_b}"] if size_a != size_b else []
+    header.append(f"{name} header.hash: '{data[172:204].hex()}' != '{other[172:204].hex()}'")
+    count = (f"{name}:sg00/sp.bin: 3 of 4 instructions differ (wait_mode 1, semaphore_value "
+             "1, operands 2)")
+    n = len(header) + 3
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--max", "1"])
+    assert res.exit_code == 1
+    assert res.stdout == (f"{header[0]}\n{count}\n... {n - 1} more differences (--max 0 "
+                          f"shows all)\n{n} difference(s)\n")
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--max", "0"])
+    lines = res.stdout.splitlines()
+    assert lines[-2:] == [count, f"{n} difference(s)"]
+    assert [x.split("]")[0] for x in lines[len(header):-2]] == [
+        f"{name}:sg00/sp.bin[{i}" for i in (0, 1, 1, 2)]  # (word 1: two fields)
+    doc = json.loads(CliRunner().invoke(main, ["diff", str(a), str(b), "--json"]).stdout)
+    assert doc["files"] == [{
+        "where": f"{name}:sg00/sp.bin", "records_a": 4, "records_b": 4,
+        "differing_records": 3,
+        "fields": {"opcode": 0, "length_dw": 0, "reserved_2": 0, "wait_mode": 1, "wait_idx": 0,
+                   "update_mode": 0, "update_idx": 0, "semaphore_value": 1, "operands": 2}}]
