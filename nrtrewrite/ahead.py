@@ -714,7 +714,38 @@ def _failure(err: BaseException) -> tuple[BaseException, str, tuple[BaseExceptio
     Raises ``MemoryError`` when there is no memory for it (the worker's out-of-memory
     path); called in the handler of ``err`` (its traceback is the one being handled)."""
     chain = tuple(map(_sendable, itertools.islice(raised_from(err), 1, 1 + CHAIN_MAX)))
-    return _sendable(err), traceback.format_exc(), chain
+    sent = _sendable(err)
+    return sent, _traceback_text(err, _notes_arrive(err, sent)), chain
+
+
+def _notes_arrive(err: BaseException, sent: BaseException) -> bool:
+    """``err`` has notes (``__notes__``) and ``sent``, what the worker sends for it, brings
+    them back whole: the pool's process raises them with it (a :class:`RemoteError` brings
+    none).  A ``MemoryError`` is raised (the out-of-memory path)."""
+    notes = getattr(err, "__notes__", None)
+    if not notes:
+        return False
+    try:
+        return getattr(_round_trips(sent), "__notes__", None) == list(notes)
+    except MemoryError:
+        raise
+    except Exception:  # noqa: BLE001 - whatever pickling raises: the text keeps them
+        return False
+
+
+def _traceback_text(err: BaseException, without_notes: bool) -> str:
+    """``traceback.format_exc()`` (in the handler of ``err``), without ``err``'s own notes
+    when ``without_notes``: the exception :meth:`ForkPool.imap` raises carries them, and
+    ``--traceback`` prints them under it, once, as with ``-j 1`` (until 2026-12-07 they were
+    printed twice: under the worker's text of the exception too).  The notes of the
+    exceptions it was raised from or during stay in the text (only it prints them)."""
+    notes = vars(err).pop("__notes__", None) if without_notes else None
+    if notes is None:  # (kept, or a class's: printed in the text)
+        return traceback.format_exc()
+    try:
+        return traceback.format_exc()
+    finally:
+        err.__notes__ = notes
 
 
 def _reply_bytes(reply: tuple, item: Any) -> bytes:

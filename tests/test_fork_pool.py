@@ -1062,3 +1062,66 @@ def test_a_pool_maps_once():
         with pytest.raises(RuntimeError, match="^a ForkPool maps once: its imap was called "
                                                "already$"):
             pool.imap([10, 11])
+
+
+def _raise_with_notes(i):
+    """Item ``i`` raises an exception with two notes: 0 one that pickles (a ``ValueError``),
+    1 an error of ours holding a lock (sent as its bare copy), 2 one that cannot come back
+    (sent as a ``RemoteError``, which carries no notes)."""
+    err = (ValueError("refused") if i == 0
+           else errors_mod.LoweringError("refused", file="m.neff", rank=i) if i == 1
+           else _TwoArgs(1, 2))
+    if i == 1:
+        err.lock = threading.Lock()
+    err.add_note("NOTE-A of the item")
+    err.add_note("NOTE-B of the item")
+    raise err
+
+
+@pytest.mark.parametrize("item, last_line, notes_in_text", [
+    (0, "ValueError: refused", False),
+    (1, "nrtrewrite.errors.LoweringError: m.neff: rank 1: refused", False),
+    (2, "nrtrewrite.ahead.RemoteError: weird 1 2", True),
+], ids=["pickles", "bare copy", "remote error"])
+def test_a_workers_notes_are_printed_once(item, last_line, notes_in_text):
+    """Fixer 55o's Left: the notes of a worker's exception were printed twice by
+    ``--traceback`` (``traceback.print_exception``): in the worker's traceback text (the
+    raised exception's ``__cause__``) and under the raised exception itself.  Printed once,
+    under the exception raised, as with ``-j 1``; where the exception that comes back has no
+    notes (a ``RemoteError``), the worker's text keeps them."""
+    import traceback
+
+    with ForkPool(_raise_with_notes, 1) as pool:
+        with pytest.raises(Exception) as info:
+            list(pool.imap([item]))
+    lines = "".join(traceback.format_exception(info.value)).splitlines()
+    assert lines.count("NOTE-A of the item") == 1 and lines.count("NOTE-B of the item") == 1
+    assert ("NOTE-A of the item" in info.value.__cause__.tb) is notes_in_text
+    if not notes_in_text:  # under the raised exception's own line, its last lines
+        assert lines[-3:] == [last_line, "NOTE-A of the item", "NOTE-B of the item"]
+
+
+def test_lower_traceback_prints_a_ranks_notes_once_with_any_j(tmp_path, monkeypatch):
+    """``--traceback lower -j 2`` of mix8 whose rank 3 is refused by an error with a note:
+    the note once, as with ``-j 1``, under the error's traceback line, then the error's own
+    line; status 2 with either."""
+    real = lower_mod._emit_batch
+
+    def emit(builder, plan, batch, r, *a, **kw):
+        if r == 3:
+            err = errors_mod.LoweringError("planted refusal", file="x.neff", rank=r)
+            err.add_note("NOTE: planted for rank 3")
+            raise err
+        return real(builder, plan, batch, r, *a, **kw)
+    monkeypatch.setattr(lower_mod, "_emit_batch", emit)
+    for workers in ("1", "2"):
+        res = CliRunner().invoke(main, ["--traceback", "lower", "-q", str(FIX / "mix8.neff"),
+                                        "-o", str(tmp_path / "out"), "-j", workers],
+                                 prog_name="nrtrewrite")
+        assert res.exit_code == 2, (workers, res.output, res.exception)
+        lines = res.stderr.splitlines()
+        assert lines.count("NOTE: planted for rank 3") == 1, (workers, res.stderr)
+        assert lines[-3:] == ["nrtrewrite.errors.LoweringError: x.neff: rank 3: planted refusal",
+                              "NOTE: planted for rank 3",
+                              "nrtrewrite: error: x.neff: rank 3: planted refusal"], workers
+        assert list(tmp_path.iterdir()) == []
