@@ -511,9 +511,10 @@ class ForkPool:
     raises :class:`WorkerLost` naming the item; a worker that died idle (after delivering
     its item, before its next one) raises it when it is handed the next one, naming that
     item (``handed`` false); a worker with no memory to send its result back (or to make
-    the reply of its item's exception: copy it, format its traceback, pickle it) raises
-    ``MemoryError`` (it marks its byte of a shared map, then exits :data:`OUT_OF_MEMORY`;
-    a worker that exits with that status unmarked is lost as any other).  A pool is one
+    the reply of its item's exception: copy it, format its traceback, pickle it; or to
+    receive its item) raises ``MemoryError`` (it marks its byte of a shared map, then
+    exits :data:`OUT_OF_MEMORY`; a worker that exits with that status unmarked is lost as
+    any other).  A pool is one
     :meth:`imap`.  A loss stops the hand-out and is raised at its item's turn, after the
     items before it, so the first failure in item order is raised whatever the timing.  A
     worker's exception comes back with the exceptions it was raised from or during
@@ -599,12 +600,13 @@ class ForkPool:
             if self.out_of_memory[w]:  # marked: no memory to send its reply back
                 # (until 2026-12-07 read from the exit status alone: a worker that exited
                 # 71 by itself, os._exit(71) in a library, was reported out of memory)
-                what = (f"the exception item {items[k]!r:.200} raised"
-                        if self.out_of_memory[w] == NO_MEMORY_FOR_EXCEPTION
-                        else f"the result of item {items[k]!r:.200}")
+                what = {NO_MEMORY_FOR_EXCEPTION: "sending back the exception item {} raised",
+                        NO_MEMORY_FOR_ITEM: "receiving item {}"}.get(
+                            self.out_of_memory[w], "sending back the result of item {}")
                 # (review 55r: until 2026-12-07 "the result" also where the item had raised)
                 err: BaseException = MemoryError(
-                    f"the worker process ran out of memory sending back {what}")
+                    "the worker process ran out of memory "
+                    + what.format(f"{items[k]!r:.200}"))
             else:
                 err = WorkerLost(items[k], proc.exitcode)
             got[k] = (None, err)
@@ -687,6 +689,8 @@ OUT_OF_MEMORY = 71
 #: the exception its item raised (then there was no result: :meth:`ForkPool.imap`'s
 #: ``MemoryError`` says which).
 NO_MEMORY_FOR_RESULT, NO_MEMORY_FOR_EXCEPTION = 1, 2
+#: ... or, before its work began, no memory to receive its item (read it, unpickle it).
+NO_MEMORY_FOR_ITEM = 3
 #: The most exceptions of a worker's exception's chain sent back with it.
 CHAIN_MAX = 32
 
@@ -771,7 +775,8 @@ def _pool_worker(fn: Callable[[Any], Any], tasks, results, inherited: list,
     (so that its own task pipe sees EOF when the pool is gone), then runs ``fn`` on each
     item it is sent and sends back ``(True, result)`` or ``(False, (exception, traceback
     text, chain))`` (:func:`_failure`); with no memory to make it or send it (a
-    ``MemoryError`` anywhere from the end of ``fn`` to the send), sets
+    ``MemoryError`` anywhere from the end of ``fn`` to the send), or to receive the item
+    (:data:`NO_MEMORY_FOR_ITEM`), sets
     ``out_of_memory[w]`` (no allocation: a byte of a map made before the fork) and exits
     :data:`OUT_OF_MEMORY`."""
     for conn in inherited:
@@ -781,6 +786,10 @@ def _pool_worker(fn: Callable[[Any], Any], tasks, results, inherited: list,
             item = tasks.recv()
         except (EOFError, OSError):  # the pool is gone
             return
+        except MemoryError:  # no memory to take the item in (its bytes, or unpickling them;
+            # until 2026-12-07 it escaped: the worker's traceback, then a worker lost)
+            out_of_memory[w] = NO_MEMORY_FOR_ITEM
+            sys.exit(OUT_OF_MEMORY)
         ok = True  # (the reply is the item's result; False: the exception it raised)
         try:
             try:

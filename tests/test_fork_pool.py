@@ -1125,3 +1125,61 @@ def test_lower_traceback_prints_a_ranks_notes_once_with_any_j(tmp_path, monkeypa
                               "NOTE: planted for rank 3",
                               "nrtrewrite: error: x.neff: rank 3: planted refusal"], workers
         assert list(tmp_path.iterdir()) == []
+
+
+def _no_memory(*_args):
+    raise MemoryError()
+
+
+class _NoMemoryToUnpickle:
+    """An item whose unpickling, in the worker that receives it, runs out of memory."""
+
+    def __reduce__(self):
+        return _no_memory, ()
+
+    def __repr__(self):
+        return "<item 1>"
+
+
+def test_a_worker_with_no_memory_to_receive_its_item_raises_memory_error(capfd):
+    """Fixer 55o's Left: a ``MemoryError`` while a worker unpickled its item escaped the
+    worker (its traceback printed) and came back as the worker lost, exited 1.  It is the
+    out-of-memory path, as a ``MemoryError`` while the worker sends back: ``imap`` raises
+    ``MemoryError`` at the item's turn, the worker exited ``OUT_OF_MEMORY`` quietly."""
+    from nrtrewrite.ahead import OUT_OF_MEMORY
+
+    seen = []
+    with ForkPool(_same, 2) as pool:
+        err = _within_hang_bound(
+            lambda: seen.extend(r for _i, r in pool.imap([0, _NoMemoryToUnpickle(), 2])))
+        procs = [p for p, _t, _r in pool.workers]
+    assert type(err) is MemoryError, repr(err)
+    assert str(err) == "the worker process ran out of memory receiving item <item 1>"
+    assert seen == [0]
+    assert OUT_OF_MEMORY in [p.exitcode for p in procs]
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_lower_with_no_memory_to_receive_a_rank_is_out_of_memory(tmp_path, monkeypatch):
+    """``lower -j 2`` of mix8 whose worker that lowered rank 0 has no memory to unpickle the
+    next rank it is handed: the out-of-memory line, status 71, nothing left (CLI.md
+    "Errors"; before: the worker's traceback, then ``rank N: ... exited (status 1) without
+    its result``, status 2)."""
+    import multiprocessing.connection
+
+    real = lower_mod._emit_batch
+    here = os.getpid()
+
+    class NoMemoryToUnpickle:
+        loads = staticmethod(_no_memory)
+
+    def emit(builder, plan, batch, r, *a, **kw):
+        if r == 0 and os.getpid() != here:  # in the worker (forked): the test's untouched
+            multiprocessing.connection._ForkingPickler = NoMemoryToUnpickle
+        return real(builder, plan, batch, r, *a, **kw)
+    monkeypatch.setattr(lower_mod, "_emit_batch", emit)
+    res = CliRunner().invoke(main, ["lower", "-q", str(FIX / "mix8.neff"), "-o",
+                                    str(tmp_path / "out"), "-j", "2"], prog_name="nrtrewrite")
+    assert res.exit_code == 71, (res.output, res.exception)
+    assert res.stderr.splitlines() == [_OUT_OF_MEMORY_LINE.format("lower")]
+    assert list(tmp_path.iterdir()) == []
