@@ -40,7 +40,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.reduction import ForkingPickler
-from typing import Any
+from typing import Any, NoReturn
 
 from nrtrewrite.errors import NrtRewriteError, Where, raised_from
 from nrtrewrite.memtune import frozen_gc
@@ -513,8 +513,8 @@ class ForkPool:
     item (``handed`` false); a worker with no memory to send its result back (or to make
     the reply of its item's exception: copy it, format its traceback, pickle it; or to
     receive its item) raises ``MemoryError`` (it marks its byte of a shared map, then
-    exits :data:`OUT_OF_MEMORY`; a worker that exits with that status unmarked is lost as
-    any other).  A pool is one
+    exits :data:`OUT_OF_MEMORY`; a worker that exits with that status unmarked, or is killed
+    once marked, is lost as any other).  A pool is one
     :meth:`imap`.  A loss stops the hand-out and is raised at its item's turn, after the
     items before it, so the first failure in item order is raised whatever the timing.  A
     worker's exception comes back with the exceptions it was raised from or during
@@ -528,7 +528,8 @@ class ForkPool:
         self.mapped = False  # imap was called (it is called once: :meth:`imap`)
         #: one byte a worker, shared with it (mapped before the fork): set by the worker,
         #: ``w``, that had no memory to send its result back (:data:`OUT_OF_MEMORY`), read
-        #: when it is lost; its exit status alone could be any code's (``os._exit(71)``)
+        #: when it is lost with that exit status; the status alone could be any code's
+        #: (``os._exit(71)``), the byte alone a worker's killed before it exited
         self.out_of_memory = mmap.mmap(-1, max(1, workers))
         ours: list[Any] = []  # every pipe end of this process so far: closed in each worker
         try:
@@ -597,9 +598,11 @@ class ForkPool:
             proc = self.workers[w][0]
             proc.join()
             k = held.pop(w)
-            if self.out_of_memory[w]:  # marked: no memory to send its reply back
-                # (until 2026-12-07 read from the exit status alone: a worker that exited
-                # 71 by itself, os._exit(71) in a library, was reported out of memory)
+            if self.out_of_memory[w] and proc.exitcode == OUT_OF_MEMORY:
+                # marked, and exited so: no memory for its item (until 2026-12-07 read from
+                # the exit status alone: a worker that exited 71 by itself, os._exit(71) in
+                # a library, was reported out of memory; then from the mark alone: one
+                # killed between its mark and its exit too)
                 what = {NO_MEMORY_FOR_EXCEPTION: "sending back the exception item {} raised",
                         NO_MEMORY_FOR_ITEM: "receiving item {}"}.get(
                             self.out_of_memory[w], "sending back the result of item {}")
@@ -788,8 +791,7 @@ def _pool_worker(fn: Callable[[Any], Any], tasks, results, inherited: list,
             return
         except MemoryError:  # no memory to take the item in (its bytes, or unpickling them;
             # until 2026-12-07 it escaped: the worker's traceback, then a worker lost)
-            out_of_memory[w] = NO_MEMORY_FOR_ITEM
-            sys.exit(OUT_OF_MEMORY)
+            _exit_out_of_memory(out_of_memory, w, NO_MEMORY_FOR_ITEM)
         ok = True  # (the reply is the item's result; False: the exception it raised)
         try:
             try:
@@ -804,12 +806,28 @@ def _pool_worker(fn: Callable[[Any], Any], tasks, results, inherited: list,
         except MemoryError:  # making the reply: copying the failure, formatting its
             # traceback, pickling (until 2026-12-07 a MemoryError in _failure was read as
             # "cannot be pickled", status 70, or escaped with its traceback, status 1)
-            out_of_memory[w] = NO_MEMORY_FOR_RESULT if ok else NO_MEMORY_FOR_EXCEPTION
-            sys.exit(OUT_OF_MEMORY)
+            _exit_out_of_memory(out_of_memory, w,
+                                NO_MEMORY_FOR_RESULT if ok else NO_MEMORY_FOR_EXCEPTION)
         try:
             results.send_bytes(blob)
         except MemoryError:  # (until 2026-12-07 a traceback, and exit status 1)
-            out_of_memory[w] = NO_MEMORY_FOR_RESULT if ok else NO_MEMORY_FOR_EXCEPTION
-            sys.exit(OUT_OF_MEMORY)
+            _exit_out_of_memory(out_of_memory, w,
+                                NO_MEMORY_FOR_RESULT if ok else NO_MEMORY_FOR_EXCEPTION)
         except OSError:  # the pool is gone
             return
+
+
+def _exit_out_of_memory(out_of_memory: mmap.mmap, w: int, why: int) -> NoReturn:
+    """Worker ``w`` had no memory for its item (``why``: :data:`NO_MEMORY_FOR_RESULT`, ...):
+    marks its byte of ``out_of_memory`` with ``why`` and exits :data:`OUT_OF_MEMORY` at
+    once, by ``os._exit``, which allocates nothing: ``sys.exit``'s ``SystemExit`` could itself
+    fail for want of memory (the worker printed that ``MemoryError``'s traceback and exited
+    1, until 2026-12-07).  The pool reads the mark only with that exit status: a marked
+    worker killed before it exits (SIGKILL) is a worker lost, as any other killed (until
+    2026-12-07 it read as out of memory).  What the process has written is flushed first
+    (as a normal exit does; a flush that fails is left)."""
+    out_of_memory[w] = why
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(OUT_OF_MEMORY)

@@ -1183,3 +1183,87 @@ def test_lower_with_no_memory_to_receive_a_rank_is_out_of_memory(tmp_path, monke
     assert res.exit_code == 71, (res.output, res.exception)
     assert res.stderr.splitlines() == [_OUT_OF_MEMORY_LINE.format("lower")]
     assert list(tmp_path.iterdir()) == []
+
+
+def _killed_once_marked(status=None):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _killed_once_marked_at_1(i):
+    """Item 1's result cannot be pickled for want of memory, and the worker is killed
+    (SIGKILL) after it marks itself out of memory, before it exits: its exits (``sys.exit``
+    and ``os._exit``, patched in the forked worker only) kill it instead."""
+    import sys
+
+    if i == 1:
+        sys.exit = os._exit = _killed_once_marked
+        return _NoMemoryToPickle(b"x")
+    return i
+
+
+def test_a_worker_killed_once_marked_out_of_memory_is_lost():
+    """Fixer 55o's Left: a worker marked out of memory and then killed by SIGKILL before it
+    exits was reported out of memory (the mark alone was read).  The mark counts with the
+    exit status :data:`OUT_OF_MEMORY` only: killed, it is a worker lost, its exit code the
+    signal's."""
+    seen = []
+    with ForkPool(_killed_once_marked_at_1, 2) as pool:
+        err = _within_hang_bound(lambda: seen.extend(r for _i, r in pool.imap(range(4))))
+    assert isinstance(err, WorkerLost), repr(err)
+    assert (err.item, err.exitcode, err.handed) == (1, -signal.SIGKILL, True)
+    assert seen == [0]
+
+
+def _no_memory_to_raise_system_exit_at_1(i):
+    """Item 1's result cannot be pickled for want of memory, and ``sys.exit`` too has none
+    (its ``SystemExit``): patched in the forked worker only."""
+    import sys
+
+    if i == 1:
+        sys.exit = _no_memory
+        return _NoMemoryToPickle(b"x")
+    return i
+
+
+def test_a_worker_out_of_memory_exits_71_though_sys_exit_has_no_memory(capfd):
+    """The worker's out-of-memory exit allocates nothing (``os._exit``): until 2026-12-07
+    ``sys.exit(71)``, whose ``SystemExit`` may itself raise ``MemoryError``, printed that
+    traceback and exited 1, which the exit-status check above would read as a worker lost."""
+    from nrtrewrite.ahead import OUT_OF_MEMORY
+
+    seen = []
+    with ForkPool(_no_memory_to_raise_system_exit_at_1, 2) as pool:
+        err = _within_hang_bound(lambda: seen.extend(r for _i, r in pool.imap(range(4))))
+        procs = [p for p, _t, _r in pool.workers]
+    assert type(err) is MemoryError, repr(err)
+    assert str(err) == "the worker process ran out of memory sending back the result of item 1"
+    assert seen == [0]
+    assert OUT_OF_MEMORY in [p.exitcode for p in procs]
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_lower_with_a_worker_killed_once_marked_out_of_memory_says_it_was_killed(
+        tmp_path, monkeypatch):
+    """``lower -j 2`` of mix8 whose worker for rank 3 has no memory to send its result back
+    and is killed (SIGKILL) before it exits: the line of a worker killed (CLI.md "lower"),
+    status 2, as for any worker killed, not the out-of-memory line and 71."""
+    import sys
+
+    import nrtrewrite.bundle as bundle_mod
+
+    real = bundle_mod._write_rank
+    here = os.getpid()
+
+    def write_rank(plan, tmp, rank, compose_ahead=False):
+        r, man = real(plan, tmp, rank, compose_ahead)
+        if rank != 3:
+            return r, man
+        assert os.getpid() != here, "rank 3 was lowered in the test's process"
+        sys.exit = os._exit = _killed_once_marked  # (the worker's: forked)
+        return r, _NoMemoryToPickle(man)
+    monkeypatch.setattr(bundle_mod, "_write_rank", write_rank)
+    assert _lower_mix8_refused(tmp_path) == [
+        f"nrtrewrite: error: {FIX / 'mix8.neff'}: rank 3: the worker process lowering this "
+        "rank died (killed by SIGKILL, as the kernel's out-of-memory killer does); nothing "
+        "was written: lower with fewer workers (-j 1), fewer ranks at once (--rank), or with "
+        "more memory"]
