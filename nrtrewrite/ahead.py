@@ -531,6 +531,10 @@ class ForkPool:
         #: when it is lost with that exit status; the status alone could be any code's
         #: (``os._exit(71)``), the byte alone a worker's killed before it exited
         self.out_of_memory = mmap.mmap(-1, max(1, workers))
+        #: :data:`OOM_TRACEBACK_BYTES` a worker, shared likewise (pages touched only by a
+        #: worker that uses its own): the traceback of a marked worker's ``MemoryError``
+        #: (:func:`_keep_traceback`), what ``--traceback`` shows of it
+        self.oom_tracebacks = mmap.mmap(-1, max(1, workers) * OOM_TRACEBACK_BYTES)
         ours: list[Any] = []  # every pipe end of this process so far: closed in each worker
         try:
             with frozen_gc():  # the workers never walk (so never copy) the inherited plan
@@ -543,7 +547,8 @@ class ForkPool:
                             proc = ctx.Process(target=_quietly,
                                                args=(os.getpid(), held, _pool_worker, fn,
                                                      task_r, result_w, list(ours),
-                                                     self.out_of_memory, w),
+                                                     self.out_of_memory,
+                                                     self.oom_tracebacks, w),
                                                name="nrtrewrite-worker", daemon=True)
                             self.workers.append((proc, tasks, results))
                             proc.start()
@@ -610,6 +615,9 @@ class ForkPool:
                 err: BaseException = MemoryError(
                     "the worker process ran out of memory "
                     + what.format(f"{items[k]!r:.200}"))
+                # --traceback shows where the worker ran out (until 2026-12-07 the raise
+                # here only), or says it could not be recovered
+                err.__cause__ = RemoteTraceback(self._oom_traceback(w))
             else:
                 err = WorkerLost(items[k], proc.exitcode)
             got[k] = (None, err)
@@ -672,6 +680,17 @@ class ForkPool:
             results.close()
         self.workers = []
         self.out_of_memory.close()
+        self.oom_tracebacks.close()
+
+    def _oom_traceback(self, w: int) -> str:
+        """The traceback worker ``w`` kept of its ``MemoryError`` (:func:`_keep_traceback`),
+        or a line saying it kept none."""
+        start = w * OOM_TRACEBACK_BYTES
+        n = int.from_bytes(self.oom_tracebacks[start:start + 4], "little")
+        if not 0 < n <= OOM_TRACEBACK_BYTES - 4:
+            return ("(its traceback could not be recovered: the worker had no memory left to "
+                    "format it)\n")
+        return self.oom_tracebacks[start + 4:start + 4 + n].decode("utf-8", "replace")
 
     def __enter__(self) -> "ForkPool":
         return self
@@ -694,6 +713,9 @@ OUT_OF_MEMORY = 71
 NO_MEMORY_FOR_RESULT, NO_MEMORY_FOR_EXCEPTION = 1, 2
 #: ... or, before its work began, no memory to receive its item (read it, unpickle it).
 NO_MEMORY_FOR_ITEM = 3
+#: Bytes of a :class:`ForkPool` worker's traceback of the ``MemoryError`` that ended it
+#: (:attr:`ForkPool.oom_tracebacks`): a longer one keeps its end (the innermost frames).
+OOM_TRACEBACK_BYTES = 64 << 10
 #: The most exceptions of a worker's exception's chain sent back with it.
 CHAIN_MAX = 32
 
@@ -773,14 +795,15 @@ def _reply_bytes(reply: tuple, item: Any) -> bytes:
 
 
 def _pool_worker(fn: Callable[[Any], Any], tasks, results, inherited: list,
-                 out_of_memory: mmap.mmap, w: int) -> None:
+                 out_of_memory: mmap.mmap, tracebacks: mmap.mmap, w: int) -> None:
     """A :class:`ForkPool` worker, its ``w``-th: closes the pool's pipe ends it inherited
     (so that its own task pipe sees EOF when the pool is gone), then runs ``fn`` on each
     item it is sent and sends back ``(True, result)`` or ``(False, (exception, traceback
     text, chain))`` (:func:`_failure`); with no memory to make it or send it (a
     ``MemoryError`` anywhere from the end of ``fn`` to the send), or to receive the item
     (:data:`NO_MEMORY_FOR_ITEM`), sets
-    ``out_of_memory[w]`` (no allocation: a byte of a map made before the fork) and exits
+    ``out_of_memory[w]`` (no allocation: a byte of a map made before the fork), keeps the
+    ``MemoryError``'s traceback in its part of ``tracebacks`` if it can, and exits
     :data:`OUT_OF_MEMORY`."""
     for conn in inherited:
         conn.close()
@@ -791,7 +814,7 @@ def _pool_worker(fn: Callable[[Any], Any], tasks, results, inherited: list,
             return
         except MemoryError:  # no memory to take the item in (its bytes, or unpickling them;
             # until 2026-12-07 it escaped: the worker's traceback, then a worker lost)
-            _exit_out_of_memory(out_of_memory, w, NO_MEMORY_FOR_ITEM)
+            _exit_out_of_memory(out_of_memory, tracebacks, w, NO_MEMORY_FOR_ITEM)
         ok = True  # (the reply is the item's result; False: the exception it raised)
         try:
             try:
@@ -806,18 +829,19 @@ def _pool_worker(fn: Callable[[Any], Any], tasks, results, inherited: list,
         except MemoryError:  # making the reply: copying the failure, formatting its
             # traceback, pickling (until 2026-12-07 a MemoryError in _failure was read as
             # "cannot be pickled", status 70, or escaped with its traceback, status 1)
-            _exit_out_of_memory(out_of_memory, w,
+            _exit_out_of_memory(out_of_memory, tracebacks, w,
                                 NO_MEMORY_FOR_RESULT if ok else NO_MEMORY_FOR_EXCEPTION)
         try:
             results.send_bytes(blob)
         except MemoryError:  # (until 2026-12-07 a traceback, and exit status 1)
-            _exit_out_of_memory(out_of_memory, w,
+            _exit_out_of_memory(out_of_memory, tracebacks, w,
                                 NO_MEMORY_FOR_RESULT if ok else NO_MEMORY_FOR_EXCEPTION)
         except OSError:  # the pool is gone
             return
 
 
-def _exit_out_of_memory(out_of_memory: mmap.mmap, w: int, why: int) -> NoReturn:
+def _exit_out_of_memory(out_of_memory: mmap.mmap, tracebacks: mmap.mmap, w: int,
+                        why: int) -> NoReturn:
     """Worker ``w`` had no memory for its item (``why``: :data:`NO_MEMORY_FOR_RESULT`, ...):
     marks its byte of ``out_of_memory`` with ``why`` and exits :data:`OUT_OF_MEMORY` at
     once, by ``os._exit``, which allocates nothing: ``sys.exit``'s ``SystemExit`` could itself
@@ -825,9 +849,30 @@ def _exit_out_of_memory(out_of_memory: mmap.mmap, w: int, why: int) -> NoReturn:
     1, until 2026-12-07).  The pool reads the mark only with that exit status: a marked
     worker killed before it exits (SIGKILL) is a worker lost, as any other killed (until
     2026-12-07 it read as out of memory).  What the process has written is flushed first
-    (as a normal exit does; a flush that fails is left)."""
+    (as a normal exit does; a flush that fails is left).  Called in the handler of the
+    ``MemoryError``, whose traceback it keeps in ``tracebacks`` (:func:`_keep_traceback`)."""
     out_of_memory[w] = why
+    _keep_traceback(tracebacks, w)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
     os._exit(OUT_OF_MEMORY)
+
+
+def _keep_traceback(tracebacks: mmap.mmap, w: int) -> None:
+    """The traceback of the exception being handled (a worker's ``MemoryError``), kept in
+    worker ``w``'s :data:`OOM_TRACEBACK_BYTES` of ``tracebacks`` (its length, 4 bytes
+    little-endian, written last: a length of 0 is no traceback), its end where it is longer.
+    Formatting it needs memory: if it fails, nothing is kept (the pool says it could not be
+    recovered)."""
+    try:
+        data = traceback.format_exc().encode("utf-8", "backslashreplace")
+        room = OOM_TRACEBACK_BYTES - 4
+        if len(data) > room:  # (64: room for this line)
+            left = len(data) - room + 64
+            data = f"(its first {left} bytes left out)\n".encode() + data[left:]
+        start = w * OOM_TRACEBACK_BYTES
+        tracebacks[start + 4:start + 4 + len(data)] = data
+        tracebacks[start:start + 4] = len(data).to_bytes(4, "little")
+    except BaseException:  # noqa: BLE001 - no memory (or anything else): no traceback kept
+        pass

@@ -1267,3 +1267,95 @@ def test_lower_with_a_worker_killed_once_marked_out_of_memory_says_it_was_killed
         "rank died (killed by SIGKILL, as the kernel's out-of-memory killer does); nothing "
         "was written: lower with fewer workers (-j 1), fewer ranks at once (--rank), or with "
         "more memory"]
+
+
+def test_a_worker_out_of_memory_sends_its_traceback_through_the_shared_map():
+    """Fixer 55o's Left: ``--traceback`` of a worker out of memory showed the pool's raise
+    only.  The worker keeps its ``MemoryError``'s traceback in its part of a map shared
+    before the fork; the ``MemoryError`` raised has it as its ``__cause__`` (what
+    ``--traceback`` prints): here ``_NoMemoryToPickle.__reduce__``'s raise."""
+    from nrtrewrite.ahead import RemoteTraceback
+
+    with ForkPool(_no_memory_to_send_at_3, 2) as pool:
+        err = _within_hang_bound(lambda: list(pool.imap(range(6))))
+    assert type(err) is MemoryError, repr(err)
+    assert isinstance(err.__cause__, RemoteTraceback)
+    tb = err.__cause__.tb
+    assert tb.startswith("Traceback (most recent call last):\n")
+    assert ", in __reduce__\n    raise MemoryError()\n" in tb
+    assert tb.endswith("\nMemoryError\n")
+
+
+def test_a_worker_out_of_memory_that_cannot_format_its_traceback_says_so():
+    """The worker has no memory to format its ``MemoryError``'s traceback either (its
+    ``traceback.format_exc`` fails): the ``__cause__`` says it could not be recovered."""
+    with ForkPool(_no_memory_for_the_traceback_at_1, 2) as pool:
+        err = _within_hang_bound(lambda: list(pool.imap(range(4))))
+    assert type(err) is MemoryError, repr(err)
+    assert err.__cause__.tb == ("(its traceback could not be recovered: the worker had no "
+                                "memory left to format it)\n")
+
+
+class _NoMemoryToPickleInContext(bytes):
+    """As :class:`_NoMemoryToPickle`, its ``MemoryError`` printed with the exception it was
+    raised while handling: CPython reuses ``MemoryError`` objects (a free list) without
+    resetting ``__suppress_context__``, which a ``__cause__`` set on an earlier one (the
+    pool's, in an earlier test) left true."""
+
+    def __reduce__(self):
+        err = MemoryError()
+        err.__suppress_context__ = False
+        raise err
+
+
+def _raise_long_holding_no_memory_to_pickle(i):
+    err = ValueError("x" * 100_000)
+    err.big = _NoMemoryToPickleInContext(b"x")
+    raise err
+
+
+def test_a_worker_out_of_memory_keeps_the_end_of_a_long_traceback():
+    """A traceback longer than the worker's part of the map (the item's error of 100,000
+    characters, which the ``MemoryError`` was raised while handling) keeps its end, the
+    innermost frames, under a line saying how much was left out."""
+    import re
+
+    from nrtrewrite.ahead import OOM_TRACEBACK_BYTES
+
+    with ForkPool(_raise_long_holding_no_memory_to_pickle, 1) as pool:
+        err = _within_hang_bound(lambda: list(pool.imap([0])))
+    assert type(err) is MemoryError, repr(err)
+    first, rest = err.__cause__.tb.split("\n", 1)
+    left = re.fullmatch(r"\(its first (\d+) bytes left out\)", first)
+    assert left is not None, first
+    assert int(left[1]) > 100_000 - OOM_TRACEBACK_BYTES
+    assert len(first) + 1 + len(rest) <= OOM_TRACEBACK_BYTES - 4
+    assert ("During handling of the above exception, another exception occurred:" in rest
+            and rest.endswith("\nMemoryError\n"))
+
+
+def test_lower_traceback_of_a_worker_out_of_memory_shows_the_workers(tmp_path, monkeypatch):
+    """``--traceback lower -j 2`` whose worker has no memory to send rank 3's result back:
+    the worker's traceback (``_NoMemoryToPickle.__reduce__``'s raise), then the pool's raise,
+    then the out-of-memory line, status 71 (until 2026-12-07 the pool's raise only)."""
+    import nrtrewrite.bundle as bundle_mod
+
+    real = bundle_mod._write_rank
+
+    def write_rank(plan, tmp, rank, compose_ahead=False):
+        r, man = real(plan, tmp, rank, compose_ahead)
+        return r, (_NoMemoryToPickle(man) if rank == 3 else man)
+    monkeypatch.setattr(bundle_mod, "_write_rank", write_rank)
+    res = CliRunner().invoke(main, ["--traceback", "lower", "-q", str(FIX / "mix8.neff"),
+                                    "-o", str(tmp_path / "out"), "-j", "2"],
+                             prog_name="nrtrewrite")
+    assert res.exit_code == 71, (res.output, res.exception)
+    lines = res.stderr.splitlines()
+    worker = lines.index("In the worker process:")
+    assert lines[worker + 1] == "Traceback (most recent call last):"
+    raised = lines.index("    raise MemoryError()")
+    assert worker < raised < lines.index("The above exception was the direct cause of the "
+                                         "following exception:")
+    assert lines[-2:] == ["MemoryError: the worker process ran out of memory sending back the "
+                          "result of item 3", _OUT_OF_MEMORY_LINE.format("lower")]
+    assert list(tmp_path.iterdir()) == []
