@@ -514,13 +514,13 @@ class ForkPool:
     the reply of its item's exception: copy it, format its traceback, pickle it; or to
     receive its item) raises ``MemoryError`` (it marks its byte of a shared map, then
     exits :data:`OUT_OF_MEMORY`; a worker that exits with that status unmarked, or is killed
-    once marked, is lost as any other).  A pool is one
-    :meth:`imap`.  A loss stops the hand-out and is raised at its item's turn, after the
-    items before it, so the first failure in item order is raised whatever the timing.  A
-    worker's exception comes back with the exceptions it was raised from or during
-    (:func:`_remote_cause`).  Fork before starting threads (a fork copies only the calling
-    thread).  :meth:`close` (or leaving the ``with``) kills and reaps the workers, whatever
-    they are doing, so nothing of theirs runs after it."""
+    once marked, is lost as any other).  A pool is one :meth:`imap`.  A loss stops the
+    hand-out and is raised at its item's turn, after the items before it, so the first
+    failure in item order is raised whatever the timing.  A worker's exception comes back
+    with the exceptions it was raised from or during (:func:`_remote_cause`).  Fork before
+    starting threads (a fork copies only the calling thread).  :meth:`close` (or leaving the
+    ``with``) kills and reaps the workers, whatever they are doing, so nothing of theirs runs
+    after it."""
 
     def __init__(self, fn: Callable[[Any], Any], workers: int):
         ctx = multiprocessing.get_context("fork")
@@ -618,6 +618,10 @@ class ForkPool:
                 # --traceback shows where the worker ran out (until 2026-12-07 the raise
                 # here only), or says it could not be recovered
                 err.__cause__ = RemoteTraceback(self._oom_traceback(w))
+                # (shown the same: a cause is printed whatever this flag, which setting the
+                # cause made true; CPython reuses MemoryError objects without resetting it,
+                # and a later one raised while handling another would not print that one)
+                err.__suppress_context__ = False
             else:
                 err = WorkerLost(items[k], proc.exitcode)
             got[k] = (None, err)
@@ -801,10 +805,9 @@ def _pool_worker(fn: Callable[[Any], Any], tasks, results, inherited: list,
     item it is sent and sends back ``(True, result)`` or ``(False, (exception, traceback
     text, chain))`` (:func:`_failure`); with no memory to make it or send it (a
     ``MemoryError`` anywhere from the end of ``fn`` to the send), or to receive the item
-    (:data:`NO_MEMORY_FOR_ITEM`), sets
-    ``out_of_memory[w]`` (no allocation: a byte of a map made before the fork), keeps the
-    ``MemoryError``'s traceback in its part of ``tracebacks`` if it can, and exits
-    :data:`OUT_OF_MEMORY`."""
+    (:data:`NO_MEMORY_FOR_ITEM`), sets ``out_of_memory[w]`` (no allocation: a byte of a map
+    made before the fork), keeps the ``MemoryError``'s traceback in its part of
+    ``tracebacks`` if it can, and exits :data:`OUT_OF_MEMORY`."""
     for conn in inherited:
         conn.close()
     while True:
@@ -874,5 +877,5 @@ def _keep_traceback(tracebacks: mmap.mmap, w: int) -> None:
         start = w * OOM_TRACEBACK_BYTES
         tracebacks[start + 4:start + 4 + len(data)] = data
         tracebacks[start:start + 4] = len(data).to_bytes(4, "little")
-    except BaseException:  # noqa: BLE001 - no memory (or anything else): no traceback kept
-        pass
+    except Exception:  # noqa: BLE001 - no memory (or anything else): no traceback kept
+        pass  # (a Ctrl-C goes on: the worker exits as interrupted, not out of memory)

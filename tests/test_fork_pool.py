@@ -1296,32 +1296,26 @@ def test_a_worker_out_of_memory_that_cannot_format_its_traceback_says_so():
                                 "memory left to format it)\n")
 
 
-class _NoMemoryToPickleInContext(bytes):
-    """As :class:`_NoMemoryToPickle`, its ``MemoryError`` printed with the exception it was
-    raised while handling: CPython reuses ``MemoryError`` objects (a free list) without
-    resetting ``__suppress_context__``, which a ``__cause__`` set on an earlier one (the
-    pool's, in an earlier test) left true."""
-
-    def __reduce__(self):
-        err = MemoryError()
-        err.__suppress_context__ = False
-        raise err
-
-
 def _raise_long_holding_no_memory_to_pickle(i):
     err = ValueError("x" * 100_000)
-    err.big = _NoMemoryToPickleInContext(b"x")
+    err.big = _NoMemoryToPickle(b"x")
     raise err
 
 
 def test_a_worker_out_of_memory_keeps_the_end_of_a_long_traceback():
     """A traceback longer than the worker's part of the map (the item's error of 100,000
     characters, which the ``MemoryError`` was raised while handling) keeps its end, the
-    innermost frames, under a line saying how much was left out."""
+    innermost frames, under a line saying how much was left out.  A pool out of memory runs
+    first: CPython reuses a freed ``MemoryError`` object without resetting its
+    ``__suppress_context__``, which setting the pool's ``MemoryError``'s ``__cause__`` made
+    true, and the next pool's worker, forked with it, printed its ``MemoryError`` without
+    the exception it was raised while handling (the pool now resets the flag)."""
     import re
 
     from nrtrewrite.ahead import OOM_TRACEBACK_BYTES
 
+    with ForkPool(_no_memory_to_send_at_3, 1) as pool:
+        assert type(_within_hang_bound(lambda: list(pool.imap(range(4))))) is MemoryError
     with ForkPool(_raise_long_holding_no_memory_to_pickle, 1) as pool:
         err = _within_hang_bound(lambda: list(pool.imap([0])))
     assert type(err) is MemoryError, repr(err)
@@ -1359,3 +1353,31 @@ def test_lower_traceback_of_a_worker_out_of_memory_shows_the_workers(tmp_path, m
     assert lines[-2:] == ["MemoryError: the worker process ran out of memory sending back the "
                           "result of item 3", _OUT_OF_MEMORY_LINE.format("lower")]
     assert list(tmp_path.iterdir()) == []
+
+
+def _interrupted_keeping_the_traceback_at_1(i):
+    """Item 1's result cannot be pickled for want of memory, and a Ctrl-C comes while the
+    worker formats that ``MemoryError``'s traceback (its ``traceback.format_exc`` patched in
+    the forked worker only)."""
+    import traceback
+
+    if i == 1:
+        def interrupted(*_a, **_k):
+            raise KeyboardInterrupt
+        traceback.format_exc = interrupted
+        return _NoMemoryToPickle(b"x")
+    return i
+
+
+def test_a_worker_interrupted_while_it_keeps_its_traceback_is_interrupted():
+    """A Ctrl-C while a worker out of memory keeps its traceback ends it as interrupted
+    (exit status 130, ``INTERRUPTED``), a worker lost: not swallowed into the out-of-memory
+    exit, 71."""
+    from nrtrewrite.ahead import INTERRUPTED
+
+    seen = []
+    with ForkPool(_interrupted_keeping_the_traceback_at_1, 2) as pool:
+        err = _within_hang_bound(lambda: seen.extend(r for _i, r in pool.imap(range(4))))
+    assert isinstance(err, WorkerLost), repr(err)
+    assert (err.item, err.exitcode) == (1, INTERRUPTED) == (1, 130)
+    assert seen == [0]
