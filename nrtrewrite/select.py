@@ -1687,8 +1687,7 @@ class _WayOut:
             msg += ("; neither " + ", ".join(f"{text} ({why})" for text, why in over[:-1])
                     + f" nor {over[-1][0]} ({over[-1][1]}) fits")
         if self.stops:
-            msg += "; " + ", and ".join(f"trigger {k} still stops under {self.source} {text!r}"
-                                        for text, k in self.stops)
+            msg += "; " + ", and ".join(stops_text(self.source, self.stops))
         return msg
 
 
@@ -1707,6 +1706,25 @@ class _BdWayOut:
     forcible: tuple[EncAlgType, ...]
     users: AlgoOverride | None = None  # (the user's whole override: its clauses kept in a
     #                                    way forcing an engine on the op alone)
+
+
+def stops_text(source: str, stops: Iterable[tuple[str, int]]) -> list[str]:
+    """The ways out some trigger still stops under
+    (``stops``: the ``--algo`` text, the trigger), one text a trigger in the order first met,
+    naming every way it stops: ``trigger 1 still stops under --algo 'single_cycle_ring'``,
+    ``trigger 1 still stops under each of --algo 'single_cycle_ring' and
+    'single_step_mesh'`` (until 2026-12-07 one text a
+    way, the trigger said again for each)."""
+    by_stop: dict[int, list[str]] = {}
+    for text, k in stops:
+        by_stop.setdefault(k, []).append(text)
+    out = []
+    for k, texts in by_stop.items():
+        who = f"trigger {k}"
+        ways = (f"{source} {texts[0]!r}" if len(texts) == 1
+                else f"each of {source} {_and([repr(t) for t in texts])}")
+        out.append(f"{who} still stops under {ways}")
+    return out
 
 
 def _scoped_way(source: str, text: str, alg: EncAlgType, op: EncOpType) -> str:
@@ -2237,16 +2255,19 @@ def _no_engine_fits(req: Request, cands: dict[EncAlgType, Candidate],
     engine and its composer's reason (from the rank on where ``lower`` names one), then the
     engines ``--algo`` may force.  ``stops``: the engines forced that another trigger of the
     model still stops under (:func:`model_way_out`), by their ``--algo`` text, and that
-    trigger, named after the rest (left out of ``forcible``); ``scoped``: the ``--algo`` text
+    trigger, named after the parenthesis, one text a trigger (:func:`stops_text`; left out
+    of ``forcible``); ``scoped``: the ``--algo`` text
     forcing such an engine on the request's op alone that every trigger passes, and the
     engine, named before the stops (:func:`model_way_out`)."""
     over = [a for a in gated if LOWER_REFUSES not in cands[a].reason]
-    stopped = [f"trigger {k} still stops under --algo {text!r}" for text, k in stops]
+    # (the stops after the parenthesis, as the other refusals say them: until 2026-12-07
+    # inside it, among the ways)
+    stopped = "".join(f"; {text}" for text in stops_text("--algo", stops))
     offered = [_scoped_way("--algo", text, a, req.op) + ", whose legs fit"
                for text, a in scoped]
     way = "; ".join(([f"--algo may force {' or '.join(a.name for a in forcible)}, whose legs "
                       "fit"] if forcible else [] if stopped or offered else
-                     ["no engine fits forced either"]) + offered + stopped)
+                     ["no engine fits forced either"]) + offered)
     legs = "; ".join(f"{a.name} a " + cands[a].reason.rpartition(POLICY_GATE + "a ")[2]
                      .partition(", more than")[0] if a in over else
                      f"{a.name} {cands[a].reason.rpartition(POLICY_GATE)[2]}" for a in gated)
@@ -2254,12 +2275,13 @@ def _no_engine_fits(req: Request, cands: dict[EncAlgType, Candidate],
     if not over:
         # (every one refused by its composer: until 2026-12-07 the first one's reason
         # alone, without the rank lower names it at nor the engines --algo may force)
-        return f"{NO_ENGINE_TAKES}{under} can be lowered: {legs} ({way})"
+        return (f"{NO_ENGINE_TAKES}{under} can be lowered: {legs}"
+                + (f" ({way})" if way else "") + stopped)
     cure = ("a smaller message" if req.src_run is None and req.dst_run is None
             else "longer rows, dim 0 of step 1, or a smaller message")
     return (f"{NO_ENGINE_TAKES}{under} fits TPINC_MAX_BDS "
             f"{TPINC_MAX_BDS} M2S or S2M BDs a leg ({bds_text(req)}): {legs}; lower "
-            f"refuses such a leg ({cure}; {way})")
+            f"refuses such a leg ({cure}{'; ' + way if way else ''}){stopped}")
 
 
 def _invalid(req: Request, shape: GroupShape, cands: dict[EncAlgType, Candidate], msg: str,

@@ -1488,7 +1488,9 @@ def test_the_bd_gate_refusal_names_no_forced_engine_another_trigger_stops_under(
     below).  Now neither is offered bare; the trigger each still stops at is named, and each
     is offered forced on ALLREDUCE alone, the user's untargeted clause kept for the
     all-gather (review 55p: an op's own clause beats it, SELECTION.md §8), which lowers and
-    simulates."""
+    simulates.  The stops follow the parenthesis, as in the other refusals' lines, one text
+    for the trigger naming both engines (SELECTION.md §3; until 2026-12-07 inside it, the
+    trigger said once an engine)."""
     from click.testing import CliRunner
 
     from nrtrewrite.cli import main
@@ -1514,9 +1516,8 @@ def test_the_bd_gate_refusal_names_no_forced_engine_another_trigger_stops_under(
                          "forces SINGLE_CYCLE_RING over the whole group on ALLREDUCE alone, "
                          "whose legs fit; --algo '^single_cycle_ring;allreduce:single_step_mesh'"
                          " forces SINGLE_STEP_MESH over the whole group on ALLREDUCE alone, "
-                         "whose legs fit; trigger 1 still stops under --algo "
-                         "'single_cycle_ring'; trigger 1 still stops under --algo "
-                         "'single_step_mesh')"), line
+                         "whose legs fit); trigger 1 still stops under each of --algo "
+                         "'single_cycle_ring' and 'single_step_mesh'"), line
     for alg in ("single_cycle_ring", "single_step_mesh"):
         res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o",
                                         str(tmp_path / alg), "--host-cc", "--algo", alg])
