@@ -1578,9 +1578,15 @@ def _legs_left_none(req: Request, topo: Topology, policy: Policy,
                 way = parse_algo_override(";".join(clauses))
                 sel = select(trigger if counted else req, topo, override=way, policy=policy,
                              host_cc=host_cc)
-                if counted and (sel.alg != EncAlgType.HIER or lowered_bd_refusal(
-                        trigger, sel, topo, policy, host_cc) is not None):
-                    # (its HIER passed over by the BD gate, or forced and over the limit)
+                if counted and sel.alg != EncAlgType.HIER:
+                    # (its HIER passed over by the BD gate: the default takes another engine
+                    # there, which fits, so nothing is said of the clauses; until 2026-12-07
+                    # "HIER under --algo '...' does not fit either", where lower under them
+                    # lowered that engine)
+                    clauses = None
+                elif counted and lowered_bd_refusal(
+                        trigger, sel, topo, policy, host_cc) is not None:
+                    # (forced and over the limit)
                     over.append((f"HIER under {source} {';'.join(clauses)!r}",
                                  _forced_why(trigger, req, EncAlgType.HIER, way, topo,
                                              policy, host_cc)))
