@@ -40,6 +40,7 @@ from nrtrewrite.entryslots import ENTRY_POST_SEMS, entry_post_slots
 from nrtrewrite.errors import (
     LimitError, LoweringError, NrtRewriteError, OutputError, path_text,
 )
+from nrtrewrite.limits import check_plan
 from nrtrewrite.memtune import collect_when_planning, frozen_gc, keep_freed_memory
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Model, Trigger
@@ -222,10 +223,11 @@ def plan_lowering(model: Model, options: LowerOptions, input_sha256: str = "",
 
 
 def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str,
-                   input_bytes: int | None = None, only: frozenset[int] | None = None
-                   ) -> LoweringPlan:
+                   input_bytes: int | None = None, only: frozenset[int] | None = None,
+                   topo: Topology | None = None) -> LoweringPlan:
     t0 = time.perf_counter()
-    topo = load_topology(options.topology, world=model.world, lnc_size=model.lnc_size)
+    if topo is None:  # (given: plan_refusal, the model's topology loaded, its caches shared)
+        topo = load_topology(options.topology, world=model.world, lnc_size=model.lnc_size)
     override = parse_algo_override(options.algo)
     if options.algo is None and override is not None:  # NRTREWRITE_ALGO: record what applies
         options = replace(options, algo=override.text)
@@ -264,6 +266,26 @@ def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str,
     t2 = time.perf_counter()
     plan.timings = {"select": t1 - t0, "plan": t2 - t1}
     return plan
+
+
+def plan_refusal(model: Model, topo: Topology, algo: str, host_cc: bool
+                 ) -> NrtRewriteError | None:
+    """The refusal ``lower --algo <algo>`` of ``model`` meets before it composes a rank, or
+    None: its selections (the SPAD gate's pass-over among them), the engines' ``prepare``,
+    the memory layout and the window gate (:func:`lay_out_memory_gated`), then
+    :func:`nrtrewrite.limits.check_plan` (the SPAD entries among its limits).  ``topo``: the
+    model's topology, loaded.  :func:`nrtrewrite.select.model_way_out` holds each way out it
+    offers to it (until 2026-12-07 a way past the selections was offered unchecked: a 1 MiB
+    all-reduce over 0, 1, 64, 65 after vars ending 3 MiB short of the core window, under
+    ``--algo '^ring'``, offered two ways the window refused)."""
+    try:
+        with gc_paused():
+            plan = _plan_lowering(model, LowerOptions(algo=algo, host_cc=host_cc), "",
+                                  topo=topo)
+        check_plan(plan)
+    except NrtRewriteError as err:
+        return err
+    return None
 
 
 def prepare_trigger(ctx, trig: Trigger, sel: Selection) -> TriggerPlan:

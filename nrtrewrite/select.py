@@ -1714,19 +1714,28 @@ class _BdWayOut:
     #                                    way forcing an engine on the op alone)
 
 
+#: The ``--algo`` text of the way out :func:`model_way_out` is planning the model under
+#: (``lower.plan_refusal``), while it does: a refusal met there is not held to it again.
+_PLANNING: list[str] = []
+
+#: The stop of a way out ``lower`` refuses the whole model under, at no trigger (its memory
+#: layout past the core window: :func:`model_way_out`), in place of a trigger's ordinal.
+MODEL_STOP = -1
+
+
 def stops_text(source: str, stops: Iterable[tuple[str, int]]) -> list[str]:
-    """The ways out some trigger still stops under
+    """The ways out some trigger (or the model, :data:`MODEL_STOP`) still stops under
     (``stops``: the ``--algo`` text, the trigger), one text a trigger in the order first met,
     naming every way it stops: ``trigger 1 still stops under --algo 'single_cycle_ring'``,
     ``trigger 1 still stops under each of --algo 'single_cycle_ring' and
-    'single_step_mesh'`` (until 2026-12-07 one text a
+    'single_step_mesh'``, ``the model still stops under ...`` (until 2026-12-07 one text a
     way, the trigger said again for each)."""
     by_stop: dict[int, list[str]] = {}
     for text, k in stops:
         by_stop.setdefault(k, []).append(text)
     out = []
     for k, texts in by_stop.items():
-        who = f"trigger {k}"
+        who = "the model" if k == MODEL_STOP else f"trigger {k}"
         ways = (f"{source} {texts[0]!r}" if len(texts) == 1
                 else f"each of {source} {_and([repr(t) for t in texts])}")
         out.append(f"{who} still stops under {ways}")
@@ -1745,13 +1754,17 @@ def _and(words: list[str]) -> str:
 
 def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topology, *,
                   policy: Policy = DEFAULT_POLICY, host_cc: bool = False,
-                  ways_stop: "dict[str, tuple[int | None, dict[str, EncAlgType]]] | None" = None
-                  ) -> NrtRewriteError:
+                  ways_stop: "dict[str, tuple[int | None, dict[str, EncAlgType]]] | None" = None,
+                  model: Model | None = None) -> NrtRewriteError:
     """``err``, a refusal of :func:`_legs_left_none` or the BD gate's (:func:`_no_engine_fits`)
     at one trigger, with its ways out checked against every trigger of the model
     (``triggers``) as ``lower`` selects them under each (and counts a forced engine's legs,
-    :func:`lowered_bd_refusal`, and runs its own checks, :func:`_lower_refuses`; not the
-    engines' ``prepare`` nor the model-wide limits): a leg another trigger leaves none under
+    :func:`lowered_bd_refusal`, and runs its own checks, :func:`_lower_refuses`; then, with
+    ``model`` and under ``lower``'s policy, what ``lower`` plans of the whole model under the
+    way, ``lower.plan_refusal``: the engines' ``prepare``, the SPAD and window gates and
+    ``limits.check_plan``, a refusal there a stop at its trigger or, with none, of the model,
+    :data:`MODEL_STOP`; until 2026-12-07 not applied: a way the window refused was offered):
+    a leg another trigger leaves none under
     the leg clauses is forced too (an all-gather's ``inter_allg`` behind an all-reduce's
     intra legs), and a way some trigger still stops under is not offered but the first such
     trigger named (until 2026-12-07 the ways were checked on the trigger that stopped alone:
@@ -1798,6 +1811,17 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
             if (lowered_bd_refusal(t, sel, topo, policy, host_cc) is not None
                     or _lower_refuses(t)):  # (lower's own checks: whatever the engine)
                 return t.ordinal, {}
+        if model is not None and policy == DEFAULT_POLICY and not _PLANNING:
+            # (lower's plan of the model; a refusal of a selection there is not held again)
+            from nrtrewrite.lower import plan_refusal  # (lower imports this module)
+            _PLANNING.append(text)
+            try:
+                refused = plan_refusal(model, topo, text, host_cc)
+            finally:
+                _PLANNING.pop()
+            if refused is not None:
+                k = refused.where.trigger
+                return (MODEL_STOP if k is None else k), {}
         return None, {}
 
     def scoped(a: EncAlgType, op: EncOpType, clauses: Iterable[tuple[object, str]]
@@ -2450,7 +2474,7 @@ def select_all(model: Model, topo: Topology, override: AlgoOverride | None = Non
         out = [pick(t) for t in chosen]
     except SelectionError as err:  # (its ways out held to every trigger of the model)
         raise model_way_out(err, model.triggers, topo, policy=policy,
-                            host_cc=host_cc) from None
+                            host_cc=host_cc, model=model) from None
     mine = {t.ordinal: s for t, s in zip(chosen, out)}
 
     def selection_of(t: Trigger) -> Selection | None:

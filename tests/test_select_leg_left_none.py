@@ -392,3 +392,122 @@ def test_a_flat_engine_another_trigger_stops_under_is_offered_on_the_op_alone(tm
     lowers_and_simulates(model, tmp_path / "scoped", "allreduce:single_cycle_ring")
     lowers_and_simulates(model, tmp_path / "legs",
                          "allreduce:^ring;intra_allg:ring;intra_redsct:ring")
+
+
+# -- the way out held to lower's plan of the whole model: the window gate -----------------------
+
+WINDOW = (32 << 30) - (4 << 30)  # SBUF_BASE - DRAM_BASE: the DRAM part of a core's window
+
+
+def window_spec(room: int) -> dict:
+    """SPEC's 1 MiB bf16 all-reduce after a DRAM var filling the core window so that the
+    vars (it, x and y) end ``room`` bytes short of it.  Scratch and gateway a trigger needs
+    (DESIGN.md "HIER" and the ring's buffers): RING one space (1 MiB) each, 2 MiB;
+    SINGLE_CYCLE_RING forced two spaces and two gateway views, 4 MiB; HIER with RING intra
+    legs and its SINGLE_CYCLE_RING inter_allr leg four spaces and two views, 6 MiB."""
+    spec = copy.deepcopy(SPEC)
+    spec["subgraphs"][0]["vars"].insert(
+        0, {"name": "fill", "type": "input", "size": WINDOW - 2 * MIB - room})
+    return spec
+
+
+def window_way_out_model(tmp_path, room: int):
+    from nrtrewrite.neff.assembler import assemble_spec
+    path = tmp_path / f"window{room >> 20}.neff"
+    path.write_bytes(assemble_spec(window_spec(room)))
+    return path
+
+
+def test_a_way_out_the_core_window_refuses_is_not_offered_but_the_model_named(tmp_path):
+    """RELIABILITY §6's fifty-fifth "Left": the ways out were held to each trigger's
+    selection, not to lower's plan of the model (the engines' prepare, the SPAD and window
+    gates).  3 MiB of room: RING (2 MiB) fits, so the default lowers, but --algo '^ring'
+    leaves the intra legs none; its two ways, the leg clauses' HIER (6 MiB: the window gate
+    passes it over, and nothing else is allowed but SINGLE_CYCLE_RING, 4 MiB) and
+    SINGLE_CYCLE_RING forced (4 MiB), were offered and lower refused each at the window.
+    Now neither is offered: the model is named as still stopping under each, one text
+    (SELECTION.md §8).  The expected answers are lower's under each way."""
+    model = window_way_out_model(tmp_path, 3 * MIB)
+    topo = ("--topology", "trn2:nodes=2")
+    res = cli("lower", model, *topo, "-j", 1, "--rank", 0, "--algo", "^ring",
+              "-o", tmp_path / "refused")
+    assert res.exit_code == 2
+    line = res.stderr.rstrip()
+    assert line.endswith(
+        "trigger 0: --algo '^ring' leaves the intra_allg leg no legal engine (its engines: "
+        f"RING, KANGARING; KANGARING: {KANGARING_WHY}; RING excluded), nor the intra_redsct "
+        "leg any; the model still stops under each of --algo "
+        "'^ring;intra_allg:ring;intra_redsct:ring' and 'single_cycle_ring'"), line
+    vars_ = WINDOW - 3 * MIB
+    for way, scratch, gw in (("^ring;intra_allg:ring;intra_redsct:ring", 4 * MIB, 2 * MIB),
+                             ("single_cycle_ring", 2 * MIB, 2 * MIB)):
+        res = cli("lower", model, *topo, "-j", 1, "--rank", 0, "--algo", way,
+                  "-o", tmp_path / "way")
+        assert res.exit_code == 2, (way, res.output)
+        assert res.stderr.rstrip().endswith(
+            f"the model's DRAM vars, scratch and gateway need {vars_ + scratch + gw} bytes per "
+            f"core (vars {vars_}, scratch {scratch}, gateway {gw}), more than the {WINDOW} "
+            "bytes of the core window below the SBUF window"), (way, res.stderr)
+    res = cli("explain", model, *topo, "--algo", "^ring", "--json")
+    assert res.exit_code == 2 and json.loads(res.stdout)["error"] == \
+        line.removeprefix("nrtrewrite: error: ")
+    res = cli("lower", "-q", model, *topo, "-j", 1, "--rank", 0, "-o", tmp_path / "default")
+    assert res.exit_code == 0, res.output
+    # 5 MiB of room: HIER (6 MiB) is past the window, SINGLE_CYCLE_RING (4 MiB) fits, so the
+    # leg clauses' HIER is passed over by the window gate for SINGLE_CYCLE_RING (the clauses
+    # warned idle) and SINGLE_CYCLE_RING forced lowers: both ways pass lower's plan and are
+    # offered, and lower under each lowers
+    model = window_way_out_model(tmp_path, 5 * MIB)
+    res = cli("lower", model, *topo, "-j", 1, "--rank", 0, "--algo", "^ring",
+              "-o", tmp_path / "refused5")
+    assert res.exit_code == 2
+    line = res.stderr.rstrip()
+    assert line.endswith(
+        "nor the intra_redsct leg any; --algo '^ring;intra_allg:ring;intra_redsct:ring' runs "
+        "the intra_allg and intra_redsct legs on RING (a leg clause forcing one engine beats "
+        "an exclusion), or --algo may force SINGLE_CYCLE_RING over the whole group"), line
+    for i, way in enumerate(("^ring;intra_allg:ring;intra_redsct:ring", "single_cycle_ring")):
+        res = cli("lower", "-q", model, *topo, "-j", 1, "--rank", 0, "--algo", way,
+                  "-o", tmp_path / f"way{i}")
+        assert res.exit_code == 0, (way, res.output)
+        assert [t["algorithm"] for t in json.loads(
+            (tmp_path / f"way{i}" / "manifest.json").read_text())["triggers"]] == \
+            ["SINGLE_CYCLE_RING"]
+
+
+def test_a_way_out_the_spad_refuses_is_not_offered_but_the_trigger_named(tmp_path):
+    """The same for the SPAD (limits.check_plan: a subgraph's collectives on one group take
+    one CTRL SPAD entry each on its ranks, a HIER one one a leg, at most 512; SELECTION.md
+    "The SPAD gate", which does not look at a group of more than 512).  many_spec(520) under
+    --algo '^ring' (review 55p's model, 520 collectives): the leg clauses' way runs every
+    collective as HIER, 3 entries an all-reduce (even ordinals) and 2 an all-gather, so the
+    count first passes 512 at trigger 204 (103 x 3 + 102 x 2 = 513; 260 x 5 = 1300 in all);
+    the way forcing SINGLE_CYCLE_RING on ALLREDUCE alone takes 1 an all-reduce, so at trigger
+    341 (171 + 171 x 2 = 513; 260 x 3 = 780).  Both were offered, and lower refused each
+    there; now the leg clauses' way is named stopping at trigger 204, and the scoped way is not
+    offered (the bare engine's stop at trigger 1 is named, as before)."""
+    from nrtrewrite.neff.assembler import assemble_spec
+    model = tmp_path / "many520.neff"
+    model.write_bytes(assemble_spec(many_spec(520)))
+    topo = ("--topology", "trn2:nodes=2")
+    legs = "^ring;intra_allg:ring;intra_redsct:ring;inter_allg:ring"
+    res = cli("lower", model, *topo, "-j", 1, "--rank", 0, "--algo", "^ring",
+              "-o", tmp_path / "refused")
+    assert res.exit_code == 2
+    line = res.stderr.rstrip()
+    assert line.endswith(
+        "nor the intra_redsct leg any; trigger 204 still stops under --algo "
+        f"'{legs}', and trigger 1 still stops under --algo 'single_cycle_ring'"), line
+    for way, k, need in ((legs, 204, 1300),
+                         ("^ring;allreduce:single_cycle_ring;intra_allg:ring;inter_allg:ring",
+                          341, 780)):
+        res = cli("lower", model, *topo, "-j", 1, "--rank", 0, "--algo", way,
+                  "-o", tmp_path / "way")
+        assert res.exit_code == 2, (way, res.output)
+        assert res.stderr.rstrip().endswith(
+            f"trigger {k}: 520 collectives on replica group 0,1,64,65 need {need} SPAD entries "
+            "on each of its ranks; the 4096-byte TOP_SP CTRL SPAD holds 512 per subgraph"), \
+            (way, res.stderr)
+    res = cli("explain", model, *topo, "--algo", "^ring", "--json")
+    assert res.exit_code == 2 and json.loads(res.stdout)["error"] == \
+        line.removeprefix("nrtrewrite: error: ")

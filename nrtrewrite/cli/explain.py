@@ -566,7 +566,7 @@ def _plan_model(m, topo: Topology, override, policy, shown: set[int],
                 # (a HIER leg left none: its ways out held to every trigger, as lower's)
                 # (where each way stops is kept for the model: ways_stop)
                 err = model_way_out(err, m.triggers, topo, policy=policy, host_cc=host_cc,
-                                    ways_stop=ways_stop)
+                                    ways_stop=ways_stop, model=m)
                 done[key] = [err.at(**trigger_where(t)), None, None]
         return done[key]
 
