@@ -511,3 +511,34 @@ def test_a_way_out_the_spad_refuses_is_not_offered_but_the_trigger_named(tmp_pat
     res = cli("explain", model, *topo, "--algo", "^ring", "--json")
     assert res.exit_code == 2 and json.loads(res.stdout)["error"] == \
         line.removeprefix("nrtrewrite: error: ")
+
+
+def test_a_way_out_its_engines_prepare_refuses_is_not_offered_but_the_trigger_named(
+        model, tmp_path, monkeypatch):
+    """The same for an engine's ``prepare`` (lower.prepare_trigger), which the selection does
+    not run for DRAM operands (the BD gate composes no HIER of DRAM operands, SELECTION.md
+    §3): a HIER trigger's legs take a channel id range each, one at least, so an all-reduce's
+    three legs need 3 (compose/hier.py MAX_CHANNEL_IDS, lowered to 1 here as
+    tests/test_limits.py does to reach its refusal).  SPEC under --algo '^ring': the leg
+    clauses' way was offered, and lower under it refused trigger 0 at prepare; now that way is
+    named as trigger 0 still stopping under it, and SINGLE_CYCLE_RING forced, which lowers, is
+    offered alone."""
+    from nrtrewrite.compose import hier
+    monkeypatch.setattr(hier, "MAX_CHANNEL_IDS", 1)
+    topo = ("--topology", "trn2:nodes=2")
+    res = cli("lower", model, *topo, "-j", 1, "--rank", 0, "--algo", "^ring",
+              "-o", tmp_path / "refused")
+    assert res.exit_code == 2
+    line = res.stderr.rstrip()
+    assert line.endswith(
+        "nor the intra_redsct leg any; --algo may force SINGLE_CYCLE_RING over the whole "
+        "group; trigger 0 still stops under --algo '^ring;intra_allg:ring;intra_redsct:ring'"
+    ), line
+    res = cli("lower", model, *topo, "-j", 1, "--rank", 0, "--algo",
+              "^ring;intra_allg:ring;intra_redsct:ring", "-o", tmp_path / "legs")
+    assert res.exit_code == 2
+    assert res.stderr.rstrip().endswith(
+        "trigger 0: HIER legs need 3 channel ids, at most 1"), res.stderr
+    res = cli("lower", "-q", model, *topo, "-j", 1, "--rank", 0, "--algo",
+              "single_cycle_ring", "-o", tmp_path / "flat")
+    assert res.exit_code == 0, res.output
