@@ -23,6 +23,7 @@ build deliberately invalid files for tests.
 
 from __future__ import annotations
 
+import bisect
 import datetime
 import itertools
 import json
@@ -398,16 +399,23 @@ else:  # (no libyaml: every spec is read by the pure-Python loader)
 #: too deeply``), so that both refuse the same texts.
 _LIBYAML_MAX_DEPTH = 100
 
-#: The text libyaml reads: printable ASCII and line feeds, without ``!``, ``%``, ``>``, ``?``
-#: and ``|`` (:data:`_LIBYAML_AVOIDS`).  Where its reader, scanner or parser and PyYAML's make
-#: other values of one text, or libyaml takes a text PyYAML refuses, the text has one of the
-#: characters left out: libyaml skips a byte-order mark at the start of any line (PyYAML only
-#: at the start of the text) and takes a tab after ``a:``; an empty node tagged ``!`` is ``''``
-#: to it (null to PyYAML); it takes a comment straight after a block scalar's ``|`` or ``>``
-#: or a ``%YAML 1.1`` directive (``|#c``: PyYAML wants a space); and ``?`` does not end a plain
-#: scalar in a flow collection (``{a ? b}``).  Every other text is read by the pure-Python
-#: loader alone (a differential fuzz of both on printable ASCII found no other difference).
-_LIBYAML_TEXT = re.compile(r"[\n\x20-\x7e]*")
+#: The text libyaml reads: YAML's printable characters (tabs, line feeds and carriage returns,
+#: printable ASCII and the printable non-ASCII ones) but NEL, the line and paragraph
+#: separators and the byte-order mark (line breaks and a mark libyaml places otherwise), without
+#: ``!``, ``%``, ``>``, ``?`` and ``|`` (:data:`_LIBYAML_AVOIDS`).  Where its reader, scanner
+#: or parser and PyYAML's make other values of one text, or libyaml takes a text PyYAML
+#: refuses, the text has one of the characters left out, or a tab outside a quoted scalar and
+#: a comment (:func:`_tabs_read_alike`): libyaml skips a byte-order mark at the start of any
+#: line (PyYAML only at the start of the text) and takes a tab after ``a:``, before a comment
+#: or inside a plain scalar; an empty node tagged ``!`` is ``''`` to it (null to PyYAML); it
+#: takes a comment straight after a block scalar's ``|`` or ``>`` or a ``%YAML 1.1``
+#: directive (``|#c``: PyYAML wants a space); and ``?`` does not end a plain scalar in a flow
+#: collection (``{a ? b}``).  Every other text is read by the pure-Python loader alone (a
+#: differential fuzz of both on printable ASCII found no other difference; one on texts with
+#: non-ASCII characters, carriage returns and tabs none either).  Carriage returns are given
+#: to libyaml as line feeds (``\r\n`` and a lone ``\r`` are one line break to both readers).
+_LIBYAML_TEXT = re.compile("[\t\n\r\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe"
+                           "\uff00-\ufffd\U00010000-\U0010ffff]*")
 _LIBYAML_AVOIDS = re.compile(r"[!%>?|]")
 
 
@@ -415,14 +423,18 @@ def _load_with_libyaml(text: str) -> tuple[Any, bool, bool] | None:
     """``text``'s value read by libyaml (:class:`_CSafeLoader`), whether the text uses an
     alias, and whether it holds a number that is not finite; or None, and the pure-Python
     loader reads it: without libyaml, for a text of other characters than
-    :data:`_LIBYAML_TEXT`'s or with one of :data:`_LIBYAML_AVOIDS`', one nested more than
-    :data:`_LIBYAML_MAX_DEPTH` deep, an empty one, and on any error, whose message the
-    pure-Python loader then gives (libyaml words its errors and places its marks
-    otherwise).  A 2 MB spec of 65,535 ``extra_members`` lines took 22 s to read with the
-    pure-Python loader alone."""
+    :data:`_LIBYAML_TEXT`'s or with one of :data:`_LIBYAML_AVOIDS`', a tab PyYAML would not
+    take (:func:`_tabs_read_alike`), one nested more than :data:`_LIBYAML_MAX_DEPTH` deep, an
+    empty one, and on any error, whose message the pure-Python loader then gives (libyaml
+    words its errors and places its marks otherwise).  A 2 MB spec of 65,535
+    ``extra_members`` lines took 22 s to read with the pure-Python loader alone; a spec of
+    10,000 vars with a non-ASCII name, CR LF line ends or a tab in a comment 1.6 s, against
+    0.45 s for the same spec in ASCII, until 2026-12-07."""
     if (_CSafeLoader is None or not _LIBYAML_TEXT.fullmatch(text)
             or _LIBYAML_AVOIDS.search(text)):
         return None
+    if "\r" in text:  # (PyYAML reads "\r\n" and a lone "\r" as "\n": the same lines, columns)
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
     loader = None
     try:
         loader = _CSafeLoader(text)
@@ -430,7 +442,7 @@ def _load_with_libyaml(text: str) -> tuple[Any, bool, bool] | None:
         if node is None:  # (an empty text: YAML's null)
             return None
         walked = _node_depth(node)
-        if walked is None:
+        if walked is None or ("\t" in text and not _tabs_read_alike(text, node)):
             return None
         loader.non_finite = False
         spec = loader.construct_document(node)
@@ -440,6 +452,65 @@ def _load_with_libyaml(text: str) -> tuple[Any, bool, bool] | None:
     finally:
         if loader is not None:
             loader.dispose()
+
+
+def _tabs_read_alike(text: str, root: yaml.Node) -> bool:
+    """Whether each tab of ``text`` (composed by libyaml into ``root``) is inside a quoted
+    scalar or a comment, where PyYAML takes a tab as libyaml does.  PyYAML's scanner refuses
+    any other (``found character '\\t' that cannot start any token``): between tokens it
+    skips only spaces, and a tab ends a plain scalar; libyaml takes one after ``a:``, inside a
+    flow collection, before a comment and inside a plain scalar (``a\\tb`` is one).  A tab is
+    in a comment where a ``#`` outside every scalar comes before it on its line (each scalar's
+    text from its node's marks, which libyaml counts in characters)."""
+    quoted: list[tuple[int, int]] = []  # (opening quote, past the closing one)
+    scalars: list[tuple[int, int]] = []  # (start, end) of every scalar, an anchor before it
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            start, end = node.start_mark.index, node.end_mark.index
+            scalars.append((start, end))
+            if node.style in ("'", '"'):  # (past an anchor: a tab after it is outside)
+                quoted.append((text.index(node.style, start, end), end))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        else:
+            stack.extend(kid for pair in node.value for kid in pair)
+    quoted.sort()
+    scalars.sort()
+    quoted_starts = [start for start, _ in quoted]
+    scalar_starts = [start for start, _ in scalars]
+
+    def within(pos: int, spans, starts) -> bool:
+        i = bisect.bisect_right(starts, pos) - 1
+        return i >= 0 and pos < spans[i][1]
+
+    line, comment, last = -1, None, 0  # the tab's line, where its comment starts, the tab
+    for tab in re.finditer("\t", text):  # (each line's text looked at once: no tab rescans it)
+        pos = tab.start()
+        if within(pos, quoted, quoted_starts):
+            continue
+        if line < 0 or text.rfind("\n", last, pos) >= 0:  # a new line: its comment's "#"
+            line = text.rfind("\n", 0, pos) + 1
+            end = text.find("\n", pos)
+            comment = next((at for at in _hashes(text, line, len(text) if end < 0 else end)
+                            if not within(at, scalars, scalar_starts)), None)
+        last = pos
+        if comment is None or comment > pos:
+            return False
+    return True
+
+
+def _hashes(text: str, start: int, end: int):
+    """The places of ``#`` in ``text[start:end]``, in order."""
+    at = text.find("#", start, end)
+    while at >= 0:
+        yield at
+        at = text.find("#", at + 1, end)
 
 
 def _node_depth(root: yaml.Node) -> bool | None:
