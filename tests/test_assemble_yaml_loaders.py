@@ -213,3 +213,36 @@ def test_a_tab_pyyaml_refuses_is_refused_in_its_words_where_libyaml_takes_it(mon
     with pytest.raises(ParseError) as alone:
         _python_only(text, monkeypatch)
     assert str(alone.value) == str(exc.value)
+
+
+@libyaml
+@pytest.mark.parametrize("tail, why", [
+    ("  k: 1\n  k: 2\n", "duplicate key 'k' (line 2003 column 3)"),
+    ("  d: 2001-02-30\n", "'2001-02-30' is not a date (YAML 1.1 reads this form as a date: "
+                          "quote it for a string) (line 2002 column 6)"),
+    ("  m: {<<: [1]}\n", "expected a mapping or list of mappings for merging, but found scalar "
+                         "(line 2002 column 12)"),
+], ids=["duplicate-key", "bad-date", "merge-scalar"])
+def test_a_spec_the_constructor_refuses_is_read_once(monkeypatch, tail, why):
+    """2,000 lines libyaml reads, then a key the spec's constructor refuses: refused from
+    libyaml's reading, without the pure-Python scanner (until 2026-12-07 such a text was read
+    a second time by the pure-Python loader for its message: +30 % on 20,000 lines), in its
+    words, line and column (counted by hand: the 2,000 lines, ``last:``, then the tail)."""
+    text = "".join(f"v{i}: [{i}, x]\n" for i in range(2000)) + "last:\n" + tail
+    _no_python_scanner(monkeypatch)
+    with pytest.raises(ParseError) as exc:
+        parse_spec_text(text, source="s.yaml")
+    assert str(exc.value) == f"s.yaml: invalid spec: {why}"
+
+
+@libyaml
+def test_a_constructor_refusal_at_an_empty_scalar_keeps_pyyamls_column():
+    """libyaml places an empty plain scalar (``{<<: , a: 1}``) at the next token, column 9;
+    PyYAML right after the ``:``, column 8 (counted by hand): a refusal there is worded from
+    the pure-Python loader's reading, as before."""
+    text = "x: {<<: , a: 1}\n"
+    assert asm._CSafeLoader(text).get_single_node().value[0][1].value[0][1].start_mark.column == 8
+    with pytest.raises(ParseError) as exc:
+        parse_spec_text(text, source="s.yaml")
+    assert str(exc.value) == ("s.yaml: invalid spec: expected a mapping or list of mappings for "
+                              "merging, but found scalar (line 1 column 8)")

@@ -419,7 +419,7 @@ _LIBYAML_TEXT = re.compile("[\t\n\r\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufef
 _LIBYAML_AVOIDS = re.compile(r"[!%>?|]")
 
 
-def _load_with_libyaml(text: str) -> tuple[Any, bool, bool] | None:
+def _load_with_libyaml(text: str, source: str = "<spec>") -> tuple[Any, bool, bool] | None:
     """``text``'s value read by libyaml (:class:`_CSafeLoader`), whether the text uses an
     alias, and whether it holds a number that is not finite; or None, and the pure-Python
     loader reads it: without libyaml, for a text of other characters than
@@ -429,7 +429,15 @@ def _load_with_libyaml(text: str) -> tuple[Any, bool, bool] | None:
     words its errors and places its marks otherwise).  A 2 MB spec of 65,535
     ``extra_members`` lines took 22 s to read with the pure-Python loader alone; a spec of
     10,000 vars with a non-ASCII name, CR LF line ends or a tab in a comment 1.6 s, against
-    0.45 s for the same spec in ASCII, until 2026-12-07."""
+    0.45 s for the same spec in ASCII, until 2026-12-07.
+
+    A text libyaml composes but the spec's constructor refuses (a duplicate key, a bad date,
+    a merge of a scalar, ...) is a :class:`ParseError` naming ``source`` here, in the words
+    and at the line and column the pure-Python loader gives, which composes the same nodes
+    at the same marks (a differential fuzz) but an empty plain scalar's (``{a: , b: 1}``:
+    libyaml places it a column or a line later): an error there is read again by the
+    pure-Python loader.  Until 2026-12-07 every such text was read again (+30 % on 20,000
+    lines, the same message)."""
     if (_CSafeLoader is None or not _LIBYAML_TEXT.fullmatch(text)
             or _LIBYAML_AVOIDS.search(text)):
         return None
@@ -445,9 +453,17 @@ def _load_with_libyaml(text: str) -> tuple[Any, bool, bool] | None:
         if walked is None or ("\t" in text and not _tabs_read_alike(text, node)):
             return None
         loader.non_finite = False
-        spec = loader.construct_document(node)
+        try:
+            spec = loader.construct_document(node)
+        except yaml.constructor.ConstructorError as err:
+            mark = err.problem_mark
+            if mark is None or (mark.line, mark.column) in _empty_scalar_marks(node):
+                return None  # (libyaml's mark of an empty scalar is not PyYAML's: read again)
+            raise _spec_parse_error(err, text, source) from None
         return spec, walked, loader.non_finite
-    except Exception:  # (any: the pure-Python loader reads the text again and says why)
+    except ParseError:
+        raise
+    except Exception:  # (any other: the pure-Python loader reads the text again and says why)
         return None
     finally:
         if loader is not None:
@@ -503,6 +519,27 @@ def _tabs_read_alike(text: str, root: yaml.Node) -> bool:
         if comment is None or comment > pos:
             return False
     return True
+
+
+def _empty_scalar_marks(root: yaml.Node) -> set[tuple[int, int]]:
+    """The (line, column) libyaml gives each empty plain scalar under ``root`` (``a:``,
+    ``{a: , b: 1}``), which PyYAML places elsewhere."""
+    marks: set[tuple[int, int]] = set()
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            if not node.value and not node.style:
+                marks.add((node.start_mark.line, node.start_mark.column))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        else:
+            stack.extend(kid for pair in node.value for kid in pair)
+    return marks
 
 
 def _hashes(text: str, start: int, end: int):
@@ -665,7 +702,7 @@ def parse_spec_text(text: str, *, source: str = "<spec>") -> dict:
                                       Where(file=source))
             spec = _TextSpec(spec)
             return spec
-    loaded = _load_with_libyaml(text)
+    loaded = _load_with_libyaml(text, source)
     if loaded is not None:
         spec, aliased, non_finite = loaded
     else:
@@ -696,24 +733,30 @@ def _load_with_python(text: str, source: str) -> tuple[Any, bool, bool]:
         loader.aliased = False
         spec = loader.get_single_data()
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        loc = f" (line {mark.line + 1} column {mark.column + 1})" if mark else ""
-        if isinstance(err, yaml.reader.ReaderError):  # (a position, not a mark)
-            before = text[:err.position]
-            loc = (f" (line {before.count(chr(10)) + 1} column "
-                   f"{err.position - before.rfind(chr(10))})")
-        why = getattr(err, "problem", None) or str(err).splitlines()[0]
-        if why == "found unconstructable recursive node":  # (PyYAML's words; at the anchor)
-            # a mapping (ours is built whole, a list first empty) that contains itself
-            # through mappings alone (`&m {a: {b: *m}}`)
-            why = "a mapping contains itself (a recursive YAML alias)"
-        raise ParseError(f"invalid spec: {why}{loc}", Where(file=source)) from None
+        raise _spec_parse_error(err, text, source) from None
     except RecursionError:  # (PyYAML composes and constructs recursively)
         raise ParseError("invalid spec: nested too deeply", Where(file=source)) from None
     finally:
         if loader is not None:
             loader.dispose()
     return spec, loader.aliased, loader.non_finite
+
+
+def _spec_parse_error(err: yaml.YAMLError, text: str, source: str) -> ParseError:
+    """``invalid spec: WHY (line L column C)`` of a YAML reader's, scanner's, parser's,
+    composer's or constructor's error ``err`` of ``text``."""
+    mark = getattr(err, "problem_mark", None)
+    loc = f" (line {mark.line + 1} column {mark.column + 1})" if mark else ""
+    if isinstance(err, yaml.reader.ReaderError):  # (a position, not a mark)
+        before = text[:err.position]
+        loc = (f" (line {before.count(chr(10)) + 1} column "
+               f"{err.position - before.rfind(chr(10))})")
+    why = getattr(err, "problem", None) or str(err).splitlines()[0]
+    if why == "found unconstructable recursive node":  # (PyYAML's words; at the anchor)
+        # a mapping (ours is built whole, a list first empty) that contains itself
+        # through mappings alone (`&m {a: {b: *m}}`)
+        why = "a mapping contains itself (a recursive YAML alias)"
+    return ParseError(f"invalid spec: {why}{loc}", Where(file=source))
 
 
 class _TextSpec(dict):
