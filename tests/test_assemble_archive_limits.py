@@ -341,3 +341,36 @@ def test_subgraph_names_are_checked_without_comparing_each_with_every_one_before
     with pytest.raises(ValidationError) as exc:
         assemble_spec(base_spec)
     assert str(exc.value) == f"<spec>: field subgraphs[{n}].name: subgraph 's7' defined twice"
+
+
+def test_members_are_made_and_compressed_one_at_a_time(base_spec):
+    """Four streams of 250,000 nop words (16,000,000 bytes each, ``validate: false``): the
+    tar is laid out and compressed a member at a time, so the peak traced memory stays under
+    two members (32 MB; every member and the whole tar were held at once until 2026-12-07,
+    over 128 MB).  The bytes are those of one deflate of the whole tar (zlib's stream does
+    not depend on how its input is cut): gzip's header (RFC 1952: 1f 8b, deflate, no flags,
+    mtime 0, XFL 2, OS 3), the raw deflate at level 9, the CRC-32 and the size, and each
+    member, read by tarfile, is 250,000 copies of one word of opcode 0x00."""
+    import struct
+    import tracemalloc
+    import zlib
+
+    base_spec["validate"] = False
+    base_spec["subgraphs"][0]["engines"] = {f"e{k}": [{"nop": 250_000}] for k in range(4)}
+    tracemalloc.start()
+    try:
+        data = assemble_spec(base_spec)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * 16_000_000, peak
+    payload = data[1024:]
+    tar = gzip.decompress(payload)
+    z = zlib.compressobj(9, zlib.DEFLATED, -15)
+    assert payload == (bytes([0x1F, 0x8B, 8, 0, 0, 0, 0, 0, 2, 3]) + z.compress(tar)
+                       + z.flush() + struct.pack("<II", zlib.crc32(tar), len(tar)))
+    with tarfile.open(fileobj=io.BytesIO(tar)) as tf:
+        for k in range(4):
+            body = tf.extractfile(f"sg00/e{k}.bin").read()
+            assert len(body) == 16_000_000 and body[0] == 0x00
+            assert body == body[:64] * 250_000

@@ -1005,7 +1005,8 @@ class _Assembler:
         archive = self.member_hatches(spec, members)
         self.check_archive(archive)
         try:
-            data = build_container(header, [(name, m.data()) for name, m in archive.items()])
+            # (each member made as the tar reaches it, and dropped once compressed)
+            data = build_container(header, ((name, m.data()) for name, m in archive.items()))
         except NrtRewriteError as err:
             raise err.at(file=self.source)
         data = self.raw_header(spec.get("raw_header"), data)
