@@ -1140,3 +1140,44 @@ def test_ustar_name_split_at_the_first_slash_that_fits():
     tar = build_tar([(name, b"")])
     assert tar[345:500] == b"x" * 30 + bytes(125)
     assert tar[0:100] == b"y" * 30 + b"/" + b"z" * 60 + bytes(9)
+
+
+def test_a_short_names_ustar_header_is_written_without_tarfile(monkeypatch):
+    """A name of at most 100 bytes is written straight into its ustar header, without
+    ``TarInfo.tobuf`` (65,000 members' headers took 1.5 s through it), byte for byte the
+    header POSIX ustar lays out (written out here): the name NUL-padded to 100 bytes, mode
+    0644, uid and gid 0, the size and mtime in 11 octal digits and a NUL, the checksum (the
+    header's bytes summed with the field as 8 spaces) in 6 octal digits, a NUL and a space,
+    type '0', an empty link name, ``ustar\\0`` and ``00``, empty owner names and the rest NUL;
+    names of other lengths and sizes, random, as tarfile writes them."""
+    from nrtrewrite.neff import container
+
+    for kind in (tarfile.REGTYPE, tarfile.XHDTYPE):  # (its template: tarfile's, once)
+        container._tar_header("x", 0, kind)
+    real_tobuf = tarfile.TarInfo.tobuf
+    monkeypatch.setattr(tarfile.TarInfo, "tobuf", lambda *a, **k: 1 / 0)
+    head = container._tar_header("sg00/sp.bin", 64)
+    blank = (b"sg00/sp.bin".ljust(100, b"\0") + b"0000644\0" + b"0000000\0" * 2
+             + b"00000000100\0" + b"00000000000\0" + b" " * 8 + b"0" + bytes(100)
+             + b"ustar\x0000")
+    blank += bytes(512 - len(blank))
+    want = blank[:148] + b"%06o\0 " % sum(blank) + blank[156:]
+    assert head == want
+    monkeypatch.setattr(tarfile.TarInfo, "tobuf", real_tobuf)
+    assert tarfile.TarInfo.frombuf(head, "utf-8", "surrogateescape").size == 64
+    rnd = random.Random(5)
+    for _ in range(2000):
+        name = "".join(rnd.choice("ab/_.é权😀\udc80") for _ in range(rnd.choice([1, 34, 99, 100])))
+        size = rnd.choice([0, 511, 8 ** 11 - 1, 8 ** 11, rnd.randrange(8 ** 12)])
+        for kind in (tarfile.REGTYPE, tarfile.XHDTYPE):
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode, info.type = size, 0, 0o644, kind
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            try:
+                ref = info.tobuf(tarfile.USTAR_FORMAT, "utf-8", "surrogateescape")
+            except ValueError:  # (a name or size ustar cannot hold: refused alike)
+                with pytest.raises(ValueError):
+                    container._tar_header(name, size, kind)
+                continue
+            assert container._tar_header(name, size, kind) == ref

@@ -18,6 +18,7 @@ ustar); the gzip header has mtime 0; the header hash is computed from the payloa
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import os
@@ -1095,7 +1096,29 @@ TAR_RECORD = 20 * TAR_BLOCK
 def _tar_header(name: str, size: int, kind: bytes = tarfile.REGTYPE) -> bytes:
     """One 512-byte ustar header: mtime 0, uid/gid 0, empty owner names, mode 0644.
     Raises ValueError when ``name`` does not fit ustar's 100-byte name (with the 155-byte
-    prefix split at a ``/``)."""
+    prefix split at a ``/``).  A name of at most 100 bytes and a size ustar's 11 octal
+    digits hold are written into tarfile's own header of the kind (:func:`_ustar_template`)
+    and its checksum worked out again, as tarfile does (65,000 members' headers took 1.5 s
+    through ``TarInfo.tobuf``); any other by tarfile."""
+    raw = name.encode(TAR_ENCODING, "surrogateescape")
+    if len(raw) <= 100 and 0 <= size < 8 ** 11:
+        head = bytearray(_ustar_template(kind))
+        head[0:len(raw)] = raw
+        head[124:135] = b"%011o" % size
+        # (tarfile's calc_chksums: the bytes summed, the checksum field as 8 spaces)
+        head[148:155] = b"%06o\0" % (sum(head) - sum(head[148:156]) + 256)
+        return bytes(head)
+    return _tarfile_header(name, size, kind)
+
+
+@functools.lru_cache(maxsize=None)
+def _ustar_template(kind: bytes) -> bytes:
+    """tarfile's ustar header of a member of type ``kind`` named ``""`` of size 0."""
+    return _tarfile_header("", 0, kind)
+
+
+def _tarfile_header(name: str, size: int, kind: bytes) -> bytes:
+    """:func:`_tar_header` written by tarfile."""
     info = tarfile.TarInfo(name)
     info.size = size
     info.mtime = 0
