@@ -946,3 +946,114 @@ def test_an_sbuf_ring_leaf_swapped_across_the_phases_is_named_at_leaf(
         "chunk of the member 7 hops ahead on the channel's ring of 8, which the all-reduce's "
         f"step loop moves at step {step} with {want} (seed 001 §4, docs/DESIGN.md \"Buffers "
         "and data flow\", FORMATS §3)")
+
+
+# ---------------------------------------------------------------- a HIER leg's RING and
+# KANGARING legs: half and ring_step over the leg's layout (review 55t's "Left")
+@pytest.fixture(scope="module")
+def hier_legs_out(tmp_path_factory) -> Path:
+    """A bf16 HIER all-reduce of 4001 elements and all-gather of 300 over 32 ranks at LNC 2,
+    two nodes of 16 (a node of four trn2 devices), ``intra_redsct`` and ``intra_allg`` forced
+    to KANGARING (the all-gather's ``inter_allg`` runs RING). Rank 0's ``intra_redsct`` group
+    is ranks 0 - 15 (position p = rank p), its slices [256 p, 256 (p + 1)) (docs/DESIGN.md
+    "HIER": 4001 by even_split in 16 slices of 256, the last 161), one chunk of 256 a slice
+    (halves of 128) on channel 0, the cycle of 8 units [0, 2], [1, 3], [4, 6], [5, 7],
+    [12, 14], [13, 15], [8, 10], [9, 11]. Its ``inter_allg`` group is [0, 16], position i
+    owning the block of 300 elements of its rank ([4800, 5100) for rank 16), one chunk of
+    300 (halves of 150) on channel 0, ring [0, 16]."""
+    from irsim import SMALL_TWO_NODE_TOPOLOGY, ar, ag, collective_spec
+    root = tmp_path_factory.mktemp("hier_legs")
+    topo = root / "topo.json"
+    topo.write_text(json.dumps(SMALL_TWO_NODE_TOPOLOGY))
+    out = lower_spec(collective_spec([ar(4001), ag(300)], 32), root / "o",
+                     algo="intra_redsct:kangaring;intra_allg:kangaring", topology=str(topo))
+    t = json.loads((out / "manifest.json").read_text())["triggers"]
+    legs = {x["name"]: x for x in t[0]["hier"]["legs"] + t[1]["hier"]["legs"]}
+    assert t[0]["hier"]["slices"][12] == [3072, 3328]
+    plan = legs["intra_redsct"]["plans"][0]
+    assert legs["intra_redsct"]["algorithm"] == "KANGARING"
+    assert plan["chunk"] == {"channels": 1, "chunk_size_n": 256, "pgta": 1, "tail_chunk": 256}
+    assert plan["channels"] == [{"channel": 0, "order": [0, 1, 4, 5, 12, 13, 8, 9]}]
+    assert plan["kangaring"][0]["units"][4] == [12, 14]
+    plan = legs["inter_allg"]["plans"][0]
+    assert legs["inter_allg"]["algorithm"] == "RING"
+    assert legs["inter_allg"]["groups"][0] == {"group": [0, 16], "plan": 0}
+    assert plan["chunk"] == {"channels": 1, "chunk_size_n": 320, "pgta": 1, "tail_chunk": 300}
+    assert plan["channels"] == [{"channel": 0, "order": [0, 1]}]
+    return out
+
+
+def _hier_leg(out: Path, rank: int, leg: str, leaf: int, start: int) -> int:
+    """The legs.bin record of ``rank``'s entry of HIER leg ``leg`` of ``leaf`` from element
+    ``start``."""
+    entries = json.loads((out / f"rank-{rank:04d}" / "manifest.json").read_text())["entries"]
+    L = np.fromfile(out / f"rank-{rank:04d}" / "legs.bin", F.LEG_DTYPE)
+    mine = np.array([entries[int(e)]["leg"] == leg for e in L["spad_index"]], bool)
+    return int(np.flatnonzero(mine & (L["leaf"] == leaf) & (L["elem_start"] == start))[0])
+
+
+def test_a_hier_ring_legs_half_is_the_half_chunk_of_its_segment(hier_legs_out, tmp_path):
+    """Rank 0's ``inter_allg`` direct_recv (leaf 7) of rank 16's block H0 [4800, 4950) (one
+    chunk of 300: H0 its first 150) with its half said 1: a HIER RING leg's half was
+    range-checked only until 2026-12-07 (review 55t's Left) and simulated as a match."""
+    from test_simulate_single_cycle import _set_leg_field
+    out = copy(hier_legs_out, tmp_path)
+    rec = _hier_leg(out, 0, "inter_allg", 7, 4800)
+    _set_leg_field(out, 0, rec, 13, "<B", 1, (0, 7, 0, 1, 4800, 150))
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field half, rank 0, artifact legs.bin, record {rec}: half "
+        "should be 0, not 1: elements [4800, 4950) are half 0 of their chunk (a HIER "
+        "inter_allg leg cuts each of its positions' segments as a ring block, 1 x 320 "
+        "elements a chunk group: docs/DESIGN.md \"Leg layouts\")")
+
+
+def test_a_hier_ring_legs_ring_step_is_the_rings_over_its_group(hier_legs_out, tmp_path):
+    """The same direct_recv: rank 16 is 1 hop ahead on the ring [0, 16], so seed 001 §4's
+    all-gather step (n - i) mod n = (2 - 1) mod 2 = 1, 2 steps a group (the send of the own
+    block at 0); its ring_step said 0 simulated as a match until 2026-12-07 (review 55t's
+    Left)."""
+    from test_simulate_single_cycle import _set_leg_field
+    out = copy(hier_legs_out, tmp_path)
+    rec = _hier_leg(out, 0, "inter_allg", 7, 4800)
+    _set_leg_field(out, 0, rec, 60, "<I", 0, (0, 7, 0, 1, 4800, 150))
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field ring_step, rank 0, channel 0, artifact legs.bin, record "
+        f"{rec}: ring_step should be 1, the ring schedule's, not 0: direct_recv of elements "
+        "[4800, 4950) moves the chunk of the member 1 hop ahead on the channel's ring of 2 of "
+        "the HIER inter_allg leg: step 1 of chunk group 0 (2 steps a group on this channel) "
+        "(seed 001 §4's step template over the leg's group and layout: docs/DESIGN.md \"Leg "
+        "layouts\", \"HIER\"; FORMATS §3)")
+
+
+def test_a_hier_kangaring_legs_half_is_the_half_chunk_of_its_slice(hier_legs_out, tmp_path):
+    """Rank 0's ``intra_redsct`` recv_reduce_send (leaf 2) of rank 12's slice H1 [3200,
+    3328) (slice 12 = [3072, 3328), one chunk of 256: H1 from 3072 + 128) with its half said
+    0: range-checked only until 2026-12-07 (review 55t's Left)."""
+    from test_simulate_single_cycle import _set_leg_field
+    out = copy(hier_legs_out, tmp_path)
+    rec = _hier_leg(out, 0, "intra_redsct", 2, 3200)
+    _set_leg_field(out, 0, rec, 13, "<B", 0, (0, 2, 1, 3, 3200, 128))
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field half, rank 0, artifact legs.bin, record {rec}: half "
+        "should be 1, not 0: elements [3200, 3328) are half 1 of their chunk (a HIER "
+        "intra_redsct leg cuts each of its positions' segments as a ring block, 1 x 256 "
+        "elements a chunk group: docs/DESIGN.md \"Leg layouts\")")
+
+
+def test_a_hier_kangaring_legs_ring_step_is_the_ring_template_over_its_units(
+        hier_legs_out, tmp_path):
+    """The same leg: rank 12's unit [12, 14] is 4 hops ahead of rank 0's [0, 2] on the cycle
+    of 8 units, so the reduce-scatter step u - 1 - i = 8 - 1 - 4 = 3, 8 steps a group
+    (docs/DESIGN.md "Kangaring"); its ring_step said 4 simulated as a match until
+    2026-12-07 (review 55t's Left)."""
+    from test_simulate_single_cycle import _set_leg_field
+    out = copy(hier_legs_out, tmp_path)
+    rec = _hier_leg(out, 0, "intra_redsct", 2, 3200)
+    _set_leg_field(out, 0, rec, 60, "<I", 4, (0, 2, 1, 3, 3200, 128))
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field ring_step, rank 0, channel 0, artifact legs.bin, record "
+        f"{rec}: ring_step should be 3, the kangaring schedule's, not 4: recv_reduce_send of "
+        "elements [3200, 3328) moves the chunk of a member of the unit 4 hops ahead on the "
+        "channel's cycle of 8 units of the HIER intra_redsct leg: step 3 of chunk group 0 (8 "
+        "steps a group on this channel) (docs/DESIGN.md \"Kangaring\": the ring's step "
+        "template over the units, seed 001 §4; FORMATS §3)")

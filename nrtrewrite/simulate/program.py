@@ -1064,17 +1064,45 @@ class RankDecoder:
         Checked last, after the ring pairing, as :meth:`check_single_cycle_legs`: a leg whose
         ``elem_start`` moved is named for it before (the 0xBF and BD checks of a data leg).
         Until 2026-12-07 both were range-checked only: a flip to another value in range
-        simulated as a match."""
+        simulated as a match.
+
+        A HIER leg run as KANGARING or RING is checked alike over its leg layout
+        (TriggerSpec.leg_ring_layout: the rank's group of the leg, its plan's ring orders,
+        units and ``chunk``, an all-reduce's ``inter_allr`` interleaved over the rank's slice,
+        every other leg's positions owning segments cut as ring blocks): a RING leg's steps
+        are seed 001 §4's over the leg's group (each rank its own unit, ``send`` at
+        ``i = n - 1``); until 2026-12-07 (review 55t's Left) both were range-checked only."""
         L = self.a["legs.bin"]
         if not L.size:
             return
         art = "legs.bin"
-        kr = int(EncAlgType.KANGARING)
-        flat = np.array([t.algorithm == "KANGARING" and leg == "flat"
-                         for t, leg in zip(self.entry_trigger, self.entry_leg)], bool) \
-            & (self.algo_type == kr)
+        kr, rg = int(EncAlgType.KANGARING), int(EncAlgType.RING)
+        # per entry: (op, group, orders, units by channel, layout; None: flat) of what runs
+        # the step template over units (flat KANGARING, a HIER KANGARING or RING leg)
+        view: list = []
+        for e, (t, leg) in enumerate(zip(self.entry_trigger, self.entry_leg)):
+            at = int(self.algo_type[e])
+            if leg == "flat":
+                ok = t.algorithm == "KANGARING" and at == kr
+                view.append((t.op, t.group, t.orders, {c: units for c, _p, units, _d in
+                                                       t.kangaring or ()}, None) if ok else None)
+                continue
+            lay = t.leg_ring_layout(leg, self.rank) if at in (kr, rg) else None
+            if lay is None or t.entry_algorithm(leg) != ("KANGARING" if at == kr else "RING"):
+                view.append(None)
+                continue
+            if at == kr:
+                info = t.legs[leg]
+                g = next(k for k, grp in enumerate(info["groups"]) if grp[0] == lay.group)
+                units = {c: [[lay.group[p] for p in unit if 0 <= p < len(lay.group)]
+                             for unit in us] for c, _p, us, _d in info["kangaring"][g] or ()}
+            else:
+                units = {c: [[r] for r in order] for c, order in lay.orders.items()}
+            view.append((LEG_OPS[leg][1].name, lay.group, lay.orders, units, lay))
+        flat = np.array([v is not None for v in view], bool)
         leaf, spi, ch = self.leaf, self.spi, self.ch
-        sel = np.flatnonzero(np.isin(leaf, list(HALF_LEAVES)) & flat[spi])
+        sel = np.flatnonzero(np.isin(leaf, list(HALF_LEAVES)) & flat[spi]) if flat.size else \
+            np.zeros(0, np.int64)
         if not sel.size:
             return
         start = L["elem_start"].astype(np.int64)
@@ -1088,36 +1116,59 @@ class RankDecoder:
         checked = np.zeros(L.size, bool)
         cut = np.flatnonzero(np.diff(spi[sel])) + 1  # sel is in legs.bin order: by entry
         for m in np.split(sel, cut):
-            t = self.entry_trigger[int(spi[m[0]])]
-            want_half[m] = t.half_of(start[m], count[m])
-            g[m], pos = t.chunk_of(start[m])
+            e = int(spi[m[0]])
+            t = self.entry_trigger[e]
+            op, group, orders, unit_of, lay = view[e]
+            if lay is None:
+                want_half[m] = t.half_of(start[m], count[m])
+                g[m], pos = t.chunk_of(start[m])
+            else:
+                want_half[m] = t.leg_half_of(lay, start[m], count[m])
+                g[m], pos = t.leg_chunk_of(lay, start[m])
+            first = int(Leaf.direct_reduce_send_kangaring if int(self.algo_type[e]) == kr
+                        else Leaf.send)
             for c in np.unique(ch[m]).tolist():
                 mc = m[ch[m] == c]
-                order = t.orders.get(c) or []
-                sec = [x for x in (t.kangaring or ()) if x[0] == c]
-                if self.rank not in order or not sec:
+                order = orders.get(c) or []
+                if self.rank not in order or not unit_of.get(c):
                     continue
                 u = len(order)
-                prim = {mem: unit[0] for unit in sec[0][2] for mem in unit}
+                prim = {mem: unit[0] for unit in unit_of[c] for mem in unit}
                 at = {r: j for j, r in enumerate(order)}
                 # by member position, how many hops ahead of this rank its unit's primary
                 # is (-1: off the ring; the last slot for a position outside the group)
-                n = len(t.group)
+                n = len(group)
                 ahead = np.array([(at[prim[r]] - at[self.rank]) % u if prim.get(r) in at
-                                  else -1 for r in t.group] + [-1], np.int64)
+                                  else -1 for r in group] + [-1], np.int64)
                 p = pos[np.searchsorted(m, mc)]
                 i = ahead[np.where((p >= 0) & (p < n), p, n)]
                 lf = leaf[mc]
                 hops[mc], units[mc] = i, u
-                s[mc], ok = _kangaring_steps(t.op, lf, i, u, self.layout.host_cc)
+                s[mc], ok = _kangaring_steps(op, lf, i, u, self.layout.host_cc, first)
                 checked[mc] = ok & (i >= 0)
+
+        def chunks_as(e: int) -> str:
+            lay = view[e][4]
+            if lay is None:
+                return "a KANGARING trigger chunks as the ring"
+            leg = escape_controls(self.entry_leg[e])
+            if lay.segments is None:
+                return (f"a HIER {leg} leg chunks as the ring over its slice [{lay.lo}, "
+                        f"{lay.lo + lay.span}) of the message")
+            return (f"a HIER {leg} leg cuts each of its positions' segments as a ring block, "
+                    f"{lay.chunk['channels']} x {lay.chunk['chunk_size_n']} elements a chunk "
+                    "group")
+
         self.check((want_half >= -1) & (half != want_half), lambda i: (
             f"half should be {want_half[i]}, not {half[i]}: elements [{start[i]}, "
-            f"{start[i] + count[i]}) are half {want_half[i]} of their chunk (a KANGARING "
-            "trigger chunks as the ring: docs/DESIGN.md \"Leg layouts\")"
+            f"{start[i] + count[i]}) are half {want_half[i]} of their chunk "
+            f"({chunks_as(int(spi[i]))}: docs/DESIGN.md \"Leg layouts\")"
             if want_half[i] >= 0 else
             f"the elements [{start[i]}, {start[i] + count[i]}) of a half {half[i]} leg are not "
-            "inside one half-chunk of the trigger's chunk layout"), art, "half")
+            "inside one half-chunk of the "
+            + ("trigger's chunk layout" if view[int(spi[i])][4] is None else
+               f"HIER {escape_controls(self.entry_leg[int(spi[i])])} leg's layout")),
+            art, "half")
         gid, gfirst = self.group_of, self.group_first
         odd = np.zeros(gfirst.size, bool)
         np.logical_or.at(odd, gid[sel], ~checked[sel])
@@ -1127,15 +1178,26 @@ class RankDecoder:
         if bad is None:
             return
         i, u = int(hops[bad]), int(units[bad])
+        e = int(spi[bad])
         lf = LEAF_NAMES.get(int(leaf[bad]), int(leaf[bad]))
-        raise self.fail(f"ring_step should be {want[bad]}, the kangaring schedule's, not "
-                        f"{got[bad]}: {lf} of elements [{start[bad]}, {start[bad] + count[bad]})"
-                        f" moves the chunk of a member of the unit {i} hop{'s' if i != 1 else ''}"
-                        f" ahead on the channel's cycle of {u} units: step {s[bad]} of chunk "
+        hop = f"{i} hop{'s' if i != 1 else ''} ahead"
+        if int(self.algo_type[e]) == kr:
+            leg_of = "" if view[e][4] is None else \
+                f" of the HIER {escape_controls(self.entry_leg[e])} leg"
+            what = (f"the kangaring schedule's, not {got[bad]}: {lf} of elements [{start[bad]}, "
+                    f"{start[bad] + count[bad]}) moves the chunk of a member of the unit {hop} "
+                    f"on the channel's cycle of {u} units{leg_of}")
+            why = ("docs/DESIGN.md \"Kangaring\": the ring's step template over the units, seed "
+                   "001 §4; FORMATS §3")
+        else:
+            what = (f"the ring schedule's, not {got[bad]}: {lf} of elements [{start[bad]}, "
+                    f"{start[bad] + count[bad]}) moves the chunk of the member {hop} on the "
+                    f"channel's ring of {u} of the HIER {escape_controls(self.entry_leg[e])} leg")
+            why = ("seed 001 §4's step template over the leg's group and layout: docs/DESIGN.md "
+                   "\"Leg layouts\", \"HIER\"; FORMATS §3")
+        raise self.fail(f"ring_step should be {want[bad]}, {what}: step {s[bad]} of chunk "
                         f"group {g[bad]} ({spg[gid[bad]]} steps a group on this channel) "
-                        "(docs/DESIGN.md \"Kangaring\": the ring's step template over the "
-                        "units, seed 001 §4; FORMATS §3)", art, int(bad), "ring_step",
-                        channel=int(ch[bad]))
+                        f"({why})", art, int(bad), "ring_step", channel=int(ch[bad]))
 
     def _blame_split(self, i: int, spi: np.ndarray, ch: np.ndarray, step: np.ndarray,
                      leaf: np.ndarray, gid: np.ndarray) -> None:
@@ -2837,14 +2899,19 @@ def _ring_step(op: str, n: int, i, phase2):
     return n - 1 - i if op == "REDUCE_SCATTER" else (n - i) % n
 
 
-def _kangaring_steps(op: str, leaf: np.ndarray, i: np.ndarray, u: int,
-                     host_cc: bool) -> tuple[np.ndarray, np.ndarray]:
+def _kangaring_steps(op: str, leaf: np.ndarray, i: np.ndarray, u: int, host_cc: bool,
+                     first: int = int(Leaf.direct_reduce_send_kangaring)
+                     ) -> tuple[np.ndarray, np.ndarray]:
     """The step of each KANGARING ring leaf ``leaf`` moving the chunk of a unit ``i`` hops
     ahead on a cycle of ``u`` units (RankDecoder.check_kangaring_legs), and whether the leaf is
-    one the ring's step template calls there (docs/DESIGN.md "Kangaring"'s table)."""
+    one the ring's step template calls there (docs/DESIGN.md "Kangaring"'s table); ``first``:
+    the leaf of a reduce's first step (``send`` for a ring, each rank its own unit)."""
     L = Leaf
     if op == "ALLGATHER":
-        ok = np.where(i == 0, leaf == int(L.send),
+        # (a ring leg not in place copies its own block into its output first: direct_copy,
+        # at step 0 with its send; a kangaring's send fans the block out itself)
+        own = (leaf == int(L.send)) | ((leaf == DIRECT_COPY) & (first == int(L.send)))
+        ok = np.where(i == 0, own,
                       np.where(i == 1, leaf == DIRECT_RECV, leaf == int(L.direct_recv_send)))
         return _ring_step(op, u, i, False), ok & (u > 1)
     if op == "REDUCE_SCATTER":
@@ -2852,7 +2919,7 @@ def _kangaring_steps(op: str, leaf: np.ndarray, i: np.ndarray, u: int,
     else:
         own = np.isin(leaf, (int(L.recv_reduce_copy_send),) if host_cc else
                       (int(L.recv_reduce_copy), int(L.direct_copy_send)))
-    ok = np.where(i == 0, own, np.where(i == u - 1, leaf == int(L.direct_reduce_send_kangaring),
+    ok = np.where(i == 0, own, np.where(i == u - 1, leaf == first,
                                         leaf == int(L.recv_reduce_send)))
     if op != "ALLREDUCE":
         return _ring_step(op, u, i, False), ok & (u > 1)

@@ -34,6 +34,10 @@ class LegLayout(NamedTuple):
     lo: int  # the rank's slice [lo, lo + span) of the trigger's element space
     span: int
     chunk: dict  # its plan's chunk
+    #: a segmented layout's segments ``[lo, hi)`` by position (an all-gather or
+    #: reduce-scatter leg, an all-reduce's intra legs: docs/DESIGN.md "Leg layouts"); None:
+    #: interleaved over ``[lo, lo + span)`` (``inter_allr``)
+    segments: tuple | None = None
 
 
 def io_code(dtype: DType) -> int:
@@ -250,20 +254,67 @@ class TriggerSpec:
         return LegLayout(info["groups"][g][0], orders, lo, hi - lo,
                          info["chunks"][info["plan_of"][g]])
 
+    def leg_ring_layout(self, leg: str, rank: int) -> LegLayout | None:
+        """The :class:`LegLayout` of ``rank``'s group of any HIER leg (docs/DESIGN.md "Leg
+        layouts", "HIER"; compose/hier.py's): an all-reduce's ``inter_allr`` interleaved
+        over the rank's slice (:meth:`leg_layout`), every other leg segmented: position
+        ``p`` of an all-reduce's intra leg owns slice ``p`` of ``hier.slices``; of an
+        all-gather's or reduce-scatter's inter leg, the block of ``c`` (``num_elements``, or
+        ``num_elements`` / group size) elements of its member (``[x c, (x + 1) c)``, x its
+        place in the replica group); of an intra leg, the blocks of the ranks of the inter
+        group of its member.  None when the rank is in no group of the leg."""
+        if leg == "inter_allr":
+            return self.leg_layout(leg, rank)
+        found = self._leg_group(leg, rank)
+        if found is None:
+            return None
+        g, orders, _pgta = found
+        info = self.legs[leg]
+        group = info["groups"][g][0]
+        chunk = info["chunks"][info["plan_of"][g]]
+        if self.op == "ALLREDUCE":
+            if not self.slices or len(self.slices) < len(group):
+                return None
+            segs = tuple((tuple(self.slices[p]),) for p in range(len(group)))
+        else:
+            c = self.n if self.op == "ALLGATHER" else self.n // max(len(self.group), 1)
+            at = {r: x for x, r in enumerate(self.group)}
+            if leg.startswith("intra"):
+                of = {r: grp for name, lg in self.legs.items() if name.startswith("inter")
+                      for grp, _o, _p in lg["groups"] for r in grp}
+                if any(r not in of for r in group):
+                    return None
+                segs = tuple(tuple((at[x] * c, (at[x] + 1) * c) for x in of[r] if x in at)
+                             for r in group)
+            else:
+                segs = tuple(((at[r] * c, (at[r] + 1) * c),) if r in at else ()
+                             for r in group)
+        return LegLayout(group, orders, 0, 0, chunk, segs)
+
     @staticmethod
     def leg_half_of(layout: LegLayout, start: np.ndarray, count: np.ndarray) -> np.ndarray:
         """:meth:`half_of` in a HIER leg's interleaved layout (:meth:`leg_layout`)."""
-        group, _orders, lo, span, chunk = layout
         start = np.asarray(start, np.int64)
-        return _half_in(start, np.asarray(count, np.int64), np.full(start.size, lo, np.int64),
-                        span, len(group) * chunk["channels"] * chunk["chunk_size_n"], chunk)
+        chunk = layout.chunk
+        if layout.segments is not None:
+            _pos, lo, span = _segment_of(layout.segments, start)
+            return _half_in(start, np.asarray(count, np.int64), lo, span,
+                            chunk["channels"] * chunk["chunk_size_n"], chunk)
+        return _half_in(start, np.asarray(count, np.int64),
+                        np.full(start.size, layout.lo, np.int64), layout.span,
+                        len(layout.group) * chunk["channels"] * chunk["chunk_size_n"], chunk)
 
     @staticmethod
     def leg_chunk_of(layout: LegLayout, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`chunk_of` in a HIER leg's interleaved layout (:meth:`leg_layout`): the chunk
         group and the position in the leg's group of the member whose chunk it is."""
-        group, _orders, lo, _span, chunk = layout
-        rel = np.asarray(start, np.int64) - lo
+        group, chunk = layout.group, layout.chunk
+        if layout.segments is not None:
+            # a segment is cut like a ring block: chunk groups of channels x chunk_size_n
+            pos, lo, _span = _segment_of(layout.segments, np.asarray(start, np.int64))
+            per_group = max(chunk["channels"] * chunk["chunk_size_n"], 1)
+            return (np.asarray(start, np.int64) - lo) // per_group, pos
+        rel = np.asarray(start, np.int64) - layout.lo
         group_elems = max(len(group) * chunk["channels"] * chunk["chunk_size_n"], 1)
         g = rel // group_elems
         c = np.maximum(np.where(g == chunk["pgta"] - 1, chunk["tail_chunk"],
@@ -509,7 +560,7 @@ def _half_in(start: np.ndarray, count: np.ndarray, lo: np.ndarray, span: int,
     layout over ``[lo, lo + span)`` whose chunk groups cover ``group_elems`` each, chunked by
     ``chunk`` (TriggerSpec.half_of)."""
     stop = start + count
-    if span <= 0 or group_elems <= 0:
+    if np.all(np.asarray(span) <= 0) or group_elems <= 0:
         return np.full(start.size, -1, np.int64)
     tail, pgta = chunk["tail_chunk"], chunk["pgta"]
     rel = start - lo
@@ -520,8 +571,25 @@ def _half_in(start: np.ndarray, count: np.ndarray, lo: np.ndarray, span: int,
     k = within % np.maximum(c, 1)  # offset inside the chunk
     half = k // h2
     end = (rel - k) + (half + 1) * h2  # end of that half (clamped to the block / message)
-    ok = (c >= 2) & (half <= 1) & (stop - lo <= np.minimum(end, span))
+    ok = (c >= 2) & (half <= 1) & (stop - lo <= np.minimum(end, span)) & (rel >= 0)
     return np.where(ok, half, -1)
+
+
+def _segment_of(segments: tuple,
+                start: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(position, lo, length)`` of the segment ``[lo, lo + length)`` of a segmented leg
+    layout (:attr:`LegLayout.segments`) that holds each element ``start``; position -1 and
+    length 0 where none does (segments of one layout do not overlap: docs/DESIGN.md "Leg
+    layouts")."""
+    flat = sorted((a, b, p) for p, segs in enumerate(segments) for a, b in segs if b > a)
+    if not flat:
+        return (np.full(start.size, -1, np.int64), start.copy(),
+                np.zeros(start.size, np.int64))
+    lo, hi, pos = (np.array(x, np.int64) for x in zip(*flat))
+    k = np.clip(np.searchsorted(lo, start, side="right") - 1, 0, lo.size - 1)
+    inside = (start >= lo[k]) & (start < hi[k])
+    return (np.where(inside, pos[k], -1), np.where(inside, lo[k], start),
+            np.where(inside, hi[k] - lo[k], 0))
 
 
 def _bezout(a: int, b: int) -> tuple[int, int, int]:
