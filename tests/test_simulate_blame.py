@@ -1057,3 +1057,18 @@ def test_a_hier_kangaring_legs_ring_step_is_the_ring_template_over_its_units(
         "channel's cycle of 8 units of the HIER intra_redsct leg: step 3 of chunk group 0 (8 "
         "steps a group on this channel) (docs/DESIGN.md \"Kangaring\": the ring's step "
         "template over the units, seed 001 §4; FORMATS §3)")
+
+
+def test_a_kangaring_sync_legs_ring_step_is_0(hier_legs_out, tmp_path):
+    """Rank 2, the secondary of unit [0, 2], posts its primary (``peer_post``, leaf 11) on
+    ``intra_redsct``'s channel 0: a sync leg, schedule's group 0 and step 0, so ring_step
+    0 x S + 0 = 0 (FORMATS §3's G x S + s); said 1, it simulated as a match until
+    2026-12-07 (review 55t's Left)."""
+    from test_simulate_single_cycle import _set_leg_field
+    out = copy(hier_legs_out, tmp_path)
+    rec = _hier_leg(out, 2, "intra_redsct", 11, 0)
+    _set_leg_field(out, 2, rec, 60, "<I", 1, (0, 11, 0, 0, 0, 0))
+    assert _error(out) == (
+        f"{out / 'rank-0002'}: field ring_step, rank 2, channel 0, artifact legs.bin, record "
+        f"{rec}: ring_step should be 0, not 1: a peer_post leg is a kangaring sync leg, step 0 "
+        "of chunk group 0 (FORMATS §3, §3.3)")

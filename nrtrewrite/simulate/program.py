@@ -1308,8 +1308,9 @@ class RankDecoder:
 
     def _check_ring_steps(self, L: np.ndarray, sel: np.ndarray, gfirst: np.ndarray,
                           gid: np.ndarray) -> None:
-        """FORMATS §3 ``ring_step``: 0 on ``mark_end`` and ``mark_complete`` (no ring step) in
-        every entry; on the ring leaves of a flat RING entry (``sel``; ``gfirst``, ``gid``: the
+        """FORMATS §3 ``ring_step``: 0 on ``mark_end`` and ``mark_complete`` (no ring step) and
+        on a KANGARING ``peer_post`` or ``peer_wait`` (step 0 of chunk group 0) in every
+        entry; on the ring leaves of a flat RING entry (``sel``; ``gfirst``, ``gid``: the
         (entry, channel) groups of legs.bin) step s of chunk group g is s + g x (1 + the
         channel's largest s), s from seed 001 §4's step loops: the leaf's phase and how many
         hops ahead of this rank the member whose chunk (block) it moves is on the channel's
@@ -1324,6 +1325,9 @@ class RankDecoder:
         got = L["ring_step"].astype(np.int64)
         want = np.full(L.size, -1, np.int64)  # -1: not checked
         want[(leaf == MARK_END) | (leaf == MARK_COMPLETE)] = 0
+        # a KANGARING sync leg (peer_post, peer_wait) is schedule's group 0, step 0: ring_step
+        # 0 x S + 0 (FORMATS §3; until 2026-12-07 (review 55t's Left) any value was accepted)
+        want[(leaf == PEER_POST) | (leaf == PEER_WAIT)] = 0
         s = np.zeros(L.size, np.int64)
         g = np.zeros(L.size, np.int64)
         #: leg -> (the leaves its step loop calls there, hops, n) where its own is not one
@@ -1402,6 +1406,9 @@ class RankDecoder:
         lf = LEAF_NAMES.get(int(leaf[bad]), int(leaf[bad]))
         if leaf[bad] in (MARK_END, MARK_COMPLETE):
             why = f"ring_step {got[bad]} on a {lf} leg (0: it is no ring step, FORMATS §3)"
+        elif leaf[bad] in (PEER_POST, PEER_WAIT):
+            why = (f"ring_step should be 0, not {got[bad]}: a {lf} leg is a kangaring sync leg, "
+                   "step 0 of chunk group 0 (FORMATS §3, §3.3)")
         else:
             e0, n0 = int(L["elem_start"][bad]), int(L["num_elements"][bad])
             spg_bad = (want[bad] - s[bad]) // g[bad] if g[bad] else None
