@@ -435,6 +435,26 @@ def test_a_single_cycle_send_at_the_root_is_named(scr2_out, tmp_path):
         f"on the CCW channel are of this rank's own chunk, it is their root {LEAF_WHY}")
 
 
+@pytest.mark.parametrize("sdma_too", [False, True])
+def test_a_single_cycle_root_leaf_made_send_is_named_at_leaf(scr2_out, tmp_path, sdma_too):
+    """scr2_out's CW recv_reduce_copy (leaf 3: sdma_op 4, neigh 0 LOCAL, reduction_type 0) at
+    the root of rank 0's own chunk in group 1, H0 [524288, 655360), made send (leaf 1), and
+    with its sdma_op (byte 7) made send's 2 too: at i = 0 DESIGN "Single-cycle ring" calls
+    the root's leaves, of which only recv_reduce_copy is LOCAL with a reduction_type.  Named
+    at sdma_op, or with the sdma_op edited at reduction_type, until 2026-12-07 (review 55t's
+    Left)."""
+    out = copy(scr2_out, tmp_path)
+    _set_leg_field(out, 0, 8, 12, "<B", 1, (0, 3, 0, 3, 524288, 131072))
+    if sdma_too:
+        _set_leg_field(out, 0, 8, 7, "<B", 2, (0, 1, 0, 3, 524288, 131072))
+    assert refused(out) == (
+        f"{out / 'rank-0000'}: field leaf, rank 0, channel 0, artifact legs.bin, record 8: "
+        "leaf should be recv_reduce_copy, not send: elements [524288, 655360) on the CW "
+        "channel are of this rank's own chunk, it is their root, where the single-cycle step "
+        "loop calls recv_reduce_copy with the record's neigh 0 and a reduction_type "
+        "(docs/DESIGN.md \"Single-cycle ring\", FORMATS §3)")
+
+
 # ---------------------------------------------------------------- a HIER single-cycle leg
 @pytest.fixture(scope="module")
 def hier_scr_out(tmp_path_factory) -> Path:

@@ -640,8 +640,14 @@ class RankDecoder:
                    art, "sdma_op")
         rt = L["reduction_type"].astype(np.int64)
         red = sdma == SDMA_CCE
+        # (a SINGLE_CYCLE_RING leaf edited with its sdma_op is named at leaf where the step
+        # loop tells: _blame_single_cycle_leaf)
+        scr = (self.algo_type[spi] == int(EncAlgType.SINGLE_CYCLE_RING)) if n else \
+            np.zeros(0, bool)
+        self._blame_swapped_leaf(_first(scr & red & (rt > 2)), L, flat_ring)
         self.check(red & (rt > 2), "reduction_type is not a reduction_type_t", art,
                    "reduction_type")
+        self._blame_swapped_leaf(_first(scr & ~red & (rt != NO_REDUCTION_TYPE)), L, flat_ring)
         self.check(~red & (rt != NO_REDUCTION_TYPE), "a copy or sync leg carries a "
                    "reduction_type (must be 0xFF)", art, "reduction_type")
         # seed 000 §5.4: the ring reduces as RING_2R1W (0), the kangaring as KANGARING_NR1W (2);
@@ -762,6 +768,9 @@ class RankDecoder:
             return
         leaf = int(L["leaf"][k])
         e = int(L["spad_index"][k])
+        if leaf in RING_LEAVES and int(self.algo_type[e]) == int(EncAlgType.SINGLE_CYCLE_RING):
+            self._blame_single_cycle_leaf(k, L)
+            return
         if not flat_ring[e] or leaf not in RING_LEAVES:
             return
         t = self.entry_trigger[e]
@@ -808,6 +817,60 @@ class RankDecoder:
             f"{name}, the leaf of the record's sdma_op {int(L['sdma_op'][k])} and neigh "
             f"{int(L['neigh'][k])} (seed 001 §4, docs/DESIGN.md \"Buffers and data flow\", "
             "FORMATS §3)", "legs.bin", k, "leaf", channel=int(L["channel"][k]))
+
+    def _blame_single_cycle_leaf(self, k: int, L: np.ndarray) -> None:
+        """:meth:`_blame_swapped_leaf` on a SINGLE_CYCLE_RING ring leaf ``k`` (flat, or a HIER
+        ``inter_allr`` leg's over its layout): where its leaf is not one docs/DESIGN.md
+        "Single-cycle ring" calls at its chunk's position (the root's at i = 0, else the
+        partial's or the result's) and exactly one called leaf fits the record's other
+        fields - its ``neigh``, whether it carries a ``reduction_type`` and its ``sdma_op``
+        (its own, or the new leaf's where both were edited) - the leaf is named with that
+        one (until 2026-12-07, after review 55t, a root leaf changed to ``send`` was named at
+        ``sdma_op``, and with its ``sdma_op`` edited too at ``reduction_type`` or ``neigh``)."""
+        e = int(L["spad_index"][k])
+        t, leg = self.entry_trigger[e], self.entry_leg[e]
+        c = int(L["channel"][k])
+        e0, n0 = int(L["elem_start"][k]), int(L["num_elements"][k])
+        if leg == "flat":
+            if t.algorithm != "SINGLE_CYCLE_RING":
+                return
+            rings, n = t.ring_hops(c, self.rank), len(t.group)
+            _g, pos = t.chunk_of(np.array([e0], np.int64))
+        else:
+            lay = t.leg_layout(leg, self.rank)
+            if lay is None:
+                return
+            n = len(lay.group)
+            rings = _hops_on(lay.orders.get(c), lay.group, self.rank)
+            _g, pos = t.leg_chunk_of(lay, np.array([e0], np.int64))
+        p = int(pos[0])
+        if rings is None or not 0 <= p < n or int(rings[p]) < 0:
+            return
+        i, leaf = int(rings[p]), int(L["leaf"][k])
+        called = ((int(Leaf.recv_reduce_copy), int(Leaf.recv_reduce_copy_send),
+                   int(Leaf.direct_copy_send), DIRECT_COPY, DIRECT_RECV) if i == 0 else
+                  (int(Leaf.send), int(Leaf.recv_reduce_send), int(Leaf.direct_recv_send),
+                   DIRECT_RECV))
+        if leaf in called:
+            return
+        sdma, neigh = int(L["sdma_op"][k]), int(L["neigh"][k])
+        reduces = int(L["reduction_type"][k]) != NO_REDUCTION_TYPE
+        fits = [x for x in called if LEAF_NEIGH[x] == neigh
+                and (LEAF_SDMA[x] == SDMA_CCE) == reduces
+                and sdma in (LEAF_SDMA[x], LEAF_SDMA[leaf])]
+        if len(fits) != 1:
+            return
+        want = LEAF_NAMES[fits[0]]
+        way = "CW" if any(c == pr[0] for pr in self._scr_pairs(e)) else "CCW"
+        leg_of = "" if leg == "flat" else f" of the HIER {escape_controls(leg)} leg"
+        raise self.fail(
+            f"leaf should be {want}, not {LEAF_NAMES.get(leaf, leaf)}: elements [{e0}, "
+            f"{e0 + n0}) on the {way} channel{leg_of} are "
+            + ("of this rank's own chunk, it is their root" if i == 0 else
+               f"of the chunk whose root is {i} hop{'s' if i != 1 else ''} ahead")
+            + f", where the single-cycle step loop calls {want} with the record's neigh "
+            f"{neigh} and {'a' if reduces else 'no'} reduction_type (docs/DESIGN.md "
+            "\"Single-cycle ring\", FORMATS §3)", "legs.bin", k, "leaf", channel=c)
 
     def _check_ring_halves(self, L: np.ndarray, sel: np.ndarray, half: np.ndarray,
                            spi: np.ndarray, n: int, art: str) -> None:
