@@ -11,6 +11,7 @@ field.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -965,6 +966,49 @@ class RankDecoder:
         gi = next(k for k, grp in enumerate(info["groups"]) if grp[0] == lay.group)
         return info["single_cycle"][gi][0]
 
+    def _ring_leg_arrays(self, flat: np.ndarray, leaves) -> _RingLegArrays | None:
+        """The set-up :meth:`check_single_cycle_legs` and :meth:`check_kangaring_legs` share:
+        the legs.bin records of a leaf in ``leaves`` in an entry ``flat`` marks, their fields
+        and the arrays the checks fill (None: no such record)."""
+        L = self.a["legs.bin"]
+        sel = np.flatnonzero(np.isin(self.leaf, list(leaves)) & flat[self.spi])
+        if not sel.size:
+            return None
+        cut = np.flatnonzero(np.diff(self.spi[sel])) + 1  # sel is in legs.bin order: by entry
+        return _RingLegArrays(
+            sel, np.split(sel, cut), L["elem_start"].astype(np.int64),
+            L["num_elements"].astype(np.int64), L["half"].astype(np.int64),
+            L["ring_step"].astype(np.int64), np.full(L.size, -2, np.int64),
+            np.zeros(L.size, np.int64), np.zeros(L.size, np.int64),
+            np.full(L.size, -1, np.int64), np.zeros(L.size, bool))
+
+    def _check_leg_halves(self, r: _RingLegArrays, chunks_as,
+                          layout_of=lambda i: "trigger's chunk layout") -> None:
+        """Each leg's ``half`` against the one :meth:`_ring_leg_arrays`' ``want_half`` holds
+        (-2: not checked; -1: its elements lie in no one half-chunk); ``chunks_as(i)``: what
+        chunks as the ring, for record i's line; ``layout_of(i)``: the layout whose
+        half-chunks record i's elements should lie in."""
+        start, count, half, want_half = r.start, r.count, r.half, r.want_half
+        self.check((want_half >= -1) & (half != want_half), lambda i: (
+            f"half should be {want_half[i]}, not {half[i]}: elements [{start[i]}, "
+            f"{start[i] + count[i]}) are half {want_half[i]} of their chunk (a "
+            + chunks_as(i) + ": docs/DESIGN.md \"Leg layouts\")"
+            if want_half[i] >= 0 else
+            f"the elements [{start[i]}, {start[i] + count[i]}) of a half {half[i]} leg are not "
+            "inside one half-chunk of the " + layout_of(i)), "legs.bin", "half")
+
+    def _scheduled_steps(self, r: _RingLegArrays, steps: np.ndarray):
+        """``(want, spg, bad)``: each checked leg's ``ring_step`` (its step within the chunk
+        group plus the chunk group x the steps a group on its channel, ``spg``, the largest
+        of ``steps`` over the channel's (entry, channel) group of legs.bin; -1 on a channel
+        with a leg not checked) and the first leg whose ``ring_step`` is not it (None)."""
+        gid, gfirst = self.group_of, self.group_first
+        odd = np.zeros(gfirst.size, bool)
+        np.logical_or.at(odd, gid[r.sel], ~r.checked[r.sel])
+        spg = np.maximum.reduceat(steps, gfirst)
+        want = np.where(r.checked & ~odd[gid], r.s + r.g * spg[gid], -1)
+        return want, spg, _first((want >= 0) & (r.got != want))
+
     def check_single_cycle_legs(self) -> None:
         """FORMATS §3 ``half`` and ``ring_step`` of a flat SINGLE_CYCLE_RING entry's ring
         leaves, fixed by what the simulator reads (docs/DESIGN.md "Single-cycle ring"): the
@@ -1003,24 +1047,17 @@ class RankDecoder:
                          for e, (t, leg) in enumerate(zip(self.entry_trigger, self.entry_leg))],
                         bool) & (self.algo_type == scr) if lay else np.zeros(0, bool)
         leaf, spi, ch = self.leaf, self.spi, self.ch
-        sel = np.flatnonzero(np.isin(leaf, list(RING_LEAVES)) & flat[spi])
-        if not sel.size:
+        r = self._ring_leg_arrays(flat, RING_LEAVES)
+        if r is None:
             return
-        start = L["elem_start"].astype(np.int64)
-        count = L["num_elements"].astype(np.int64)
-        half, got = L["half"].astype(np.int64), L["ring_step"].astype(np.int64)
-        want_half = np.full(L.size, -2, np.int64)
-        s = np.zeros(L.size, np.int64)  # step within the chunk group (0 off sel)
-        g = np.zeros(L.size, np.int64)
-        hops = np.full(L.size, -1, np.int64)
-        checked = np.zeros(L.size, bool)
+        start, count, got = r.start, r.count, r.got
+        want_half, s, g, hops, checked = r.want_half, r.s, r.g, r.hops, r.checked
         before = np.isin(leaf, (int(Leaf.send), int(Leaf.recv_reduce_send)))
         after = np.isin(leaf, _ALL_GATHER_PHASE)
         at_root = np.isin(leaf, (DIRECT_RECV, int(Leaf.recv_reduce_copy),
                                  int(Leaf.recv_reduce_copy_send), int(Leaf.direct_copy_send),
                                  DIRECT_COPY))
-        cut = np.flatnonzero(np.diff(spi[sel])) + 1  # sel is in legs.bin order: by entry
-        for m in np.split(sel, cut):
+        for m in r.by_entry:
             e = int(spi[m[0]])
             t = self.entry_trigger[e]
             chans, at = np.unique(ch[m], return_inverse=True)
@@ -1062,27 +1099,17 @@ class RankDecoder:
                    f"of the chunk whose root is {i} hop{'s' if i != 1 else ''} ahead")
                 + " (docs/DESIGN.md \"Single-cycle ring\")", art, int(bad), "leaf",
                 channel=int(ch[bad]))
-        self.check((want_half >= -1) & (half != want_half), lambda i: (
-            f"half should be {want_half[i]}, not {half[i]}: elements [{start[i]}, "
-            f"{start[i] + count[i]}) are half {want_half[i]} of their chunk (a "
-            + ("SINGLE_CYCLE_RING trigger chunks as the ring" if lay[int(spi[i])] is None else
-               f"HIER inter_allr leg chunks as the ring over its slice [{lay[int(spi[i])].lo}, "
-               f"{lay[int(spi[i])].lo + lay[int(spi[i])].span}) of the message")
-            + ": docs/DESIGN.md \"Leg layouts\")"
-            if want_half[i] >= 0 else
-            f"the elements [{start[i]}, {start[i] + count[i]}) of a half {half[i]} leg are not "
-            "inside one half-chunk of the trigger's chunk layout"), art, "half")
-        gid, gfirst = self.group_of, self.group_first
+        self._check_leg_halves(r, lambda i: (
+            "SINGLE_CYCLE_RING trigger chunks as the ring" if lay[int(spi[i])] is None else
+            f"HIER inter_allr leg chunks as the ring over its slice [{lay[int(spi[i])].lo}, "
+            f"{lay[int(spi[i])].lo + lay[int(spi[i])].span}) of the message"))
         # a channel (its (entry, channel) group of legs.bin) with a ring leaf whose root is
         # not on the channel's ring (no hops) is not checked here: its largest step is not
         # known; a leaf of another role was named above
-        odd = np.zeros(gfirst.size, bool)
-        np.logical_or.at(odd, gid[sel], ~checked[sel])
-        spg = np.maximum.reduceat(np.where(leaf == MARK_END, 0, s + 1), gfirst)
-        want = np.where(checked & ~odd[gid], s + g * spg[gid], -1)
-        bad = _first((want >= 0) & (got != want))
+        want, spg, bad = self._scheduled_steps(r, np.where(leaf == MARK_END, 0, s + 1))
         if bad is None:
             return
+        gid = self.group_of
         t = self.entry_trigger[int(spi[bad])]
         e = int(spi[bad])
         pairs = self._scr_pairs(e)
@@ -1164,21 +1191,13 @@ class RankDecoder:
             view.append((LEG_OPS[leg][1].name, lay.group, lay.orders, units, lay))
         flat = np.array([v is not None for v in view], bool)
         leaf, spi, ch = self.leaf, self.spi, self.ch
-        sel = np.flatnonzero(np.isin(leaf, list(HALF_LEAVES)) & flat[spi]) if flat.size else \
-            np.zeros(0, np.int64)
-        if not sel.size:
+        r = self._ring_leg_arrays(flat, HALF_LEAVES)
+        if r is None:
             return
-        start = L["elem_start"].astype(np.int64)
-        count = L["num_elements"].astype(np.int64)
-        half, got = L["half"].astype(np.int64), L["ring_step"].astype(np.int64)
-        want_half = np.full(L.size, -2, np.int64)
-        s = np.zeros(L.size, np.int64)
-        g = np.zeros(L.size, np.int64)
-        hops = np.full(L.size, -1, np.int64)
+        start, count, got = r.start, r.count, r.got
+        want_half, s, g, hops, checked = r.want_half, r.s, r.g, r.hops, r.checked
         units = np.zeros(L.size, np.int64)
-        checked = np.zeros(L.size, bool)
-        cut = np.flatnonzero(np.diff(spi[sel])) + 1  # sel is in legs.bin order: by entry
-        for m in np.split(sel, cut):
+        for m in r.by_entry:
             e = int(spi[m[0]])
             t = self.entry_trigger[e]
             op, group, orders, unit_of, lay = view[e]
@@ -1210,36 +1229,26 @@ class RankDecoder:
                 s[mc], ok = _kangaring_steps(op, lf, i, u, self.layout.host_cc, first)
                 checked[mc] = ok & (i >= 0)
 
-        def chunks_as(e: int) -> str:
+        def chunks_as(i: int) -> str:
+            e = int(spi[i])
             lay = view[e][4]
             if lay is None:
-                return "a KANGARING trigger chunks as the ring"
+                return "KANGARING trigger chunks as the ring"
             leg = escape_controls(self.entry_leg[e])
             if lay.segments is None:
-                return (f"a HIER {leg} leg chunks as the ring over its slice [{lay.lo}, "
+                return (f"HIER {leg} leg chunks as the ring over its slice [{lay.lo}, "
                         f"{lay.lo + lay.span}) of the message")
-            return (f"a HIER {leg} leg cuts each of its positions' segments as a ring block, "
+            return (f"HIER {leg} leg cuts each of its positions' segments as a ring block, "
                     f"{lay.chunk['channels']} x {lay.chunk['chunk_size_n']} elements a chunk "
                     "group")
 
-        self.check((want_half >= -1) & (half != want_half), lambda i: (
-            f"half should be {want_half[i]}, not {half[i]}: elements [{start[i]}, "
-            f"{start[i] + count[i]}) are half {want_half[i]} of their chunk "
-            f"({chunks_as(int(spi[i]))}: docs/DESIGN.md \"Leg layouts\")"
-            if want_half[i] >= 0 else
-            f"the elements [{start[i]}, {start[i] + count[i]}) of a half {half[i]} leg are not "
-            "inside one half-chunk of the "
-            + ("trigger's chunk layout" if view[int(spi[i])][4] is None else
-               f"HIER {escape_controls(self.entry_leg[int(spi[i])])} leg's layout")),
-            art, "half")
-        gid, gfirst = self.group_of, self.group_first
-        odd = np.zeros(gfirst.size, bool)
-        np.logical_or.at(odd, gid[sel], ~checked[sel])
-        spg = np.maximum.reduceat(np.where(checked, s + 1, 0), gfirst)
-        want = np.where(checked & ~odd[gid], s + g * spg[gid], -1)
-        bad = _first((want >= 0) & (got != want))
+        self._check_leg_halves(r, chunks_as, lambda i: (
+            "trigger's chunk layout" if view[int(spi[i])][4] is None else
+            f"HIER {escape_controls(self.entry_leg[int(spi[i])])} leg's layout"))
+        want, spg, bad = self._scheduled_steps(r, np.where(checked, s + 1, 0))
         if bad is None:
             return
+        gid = self.group_of
         i, u = int(hops[bad]), int(units[bad])
         e = int(spi[bad])
         lf = LEAF_NAMES.get(int(leaf[bad]), int(leaf[bad]))
@@ -2941,6 +2950,25 @@ class RankDecoder:
             prog.bds_arrays = (self.bd_leg, self.bd_first, self.bd_dir, self.bd_stream,
                                self.bd_rank, self.bd_reg, self.bd_soff, self.bd_len)
         return prog
+
+
+class _RingLegArrays(NamedTuple):
+    """The legs.bin arrays of :meth:`RankDecoder._ring_leg_arrays`: ``sel`` the records
+    checked, ``by_entry`` them split by entry; their fields ``start``, ``count``, ``half``,
+    ``got`` (``ring_step``), for every record; and what the check fills in by record:
+    ``want_half`` (-2: not checked), ``s`` the step within the chunk group, ``g`` the chunk
+    group, ``hops`` (-1: none) and ``checked``."""
+    sel: np.ndarray
+    by_entry: list
+    start: np.ndarray
+    count: np.ndarray
+    half: np.ndarray
+    got: np.ndarray
+    want_half: np.ndarray
+    s: np.ndarray
+    g: np.ndarray
+    hops: np.ndarray
+    checked: np.ndarray
 
 
 #: bytes per element by dtype code (0 for codes that are not dtypes)
