@@ -327,14 +327,14 @@ class TriggerSpec:
         space, in the chunk layout of :meth:`half_of`: an all-reduce's chunk group g holds,
         per channel, the chunks of positions 0 .. group size - 1 in turn; an all-gather's or
         a reduce-scatter's position is the block of ``n`` (``n / group size``) elements the
-        element lies in.  The group is below ``pgta``, unclamped, as in :meth:`half_of`."""
+        element lies in.  The group is below ``pgta``, unclamped, as in :meth:`half_of`.
+        An all-reduce's is :meth:`leg_chunk_of` over the whole message: the same chunk groups
+        of ``group size x channels x chunk_size_n`` elements from element 0."""
         start = np.asarray(start, np.int64)
-        tail, pgta = self.chunk["tail_chunk"], self.chunk["pgta"]
-        span, group_elems = (max(v, 1) for v in self.ring_layout())
         if self.op == "ALLREDUCE":
-            g = start // group_elems
-            c = np.maximum(np.where(g == pgta - 1, tail, self.chunk["chunk_size_n"]), 1)
-            return g, ((start - g * group_elems) // c) % len(self.group)
+            return self.leg_chunk_of(LegLayout(self.group, self.orders, 0, self.n, self.chunk),
+                                     start)
+        span, group_elems = (max(v, 1) for v in self.ring_layout())
         pos = start // span
         return (start - pos * span) // group_elems, pos
 
