@@ -779,14 +779,26 @@ def _same_bytes(fa: Path, fb: Path) -> bool:
         if fa.stat().st_size != fb.stat().st_size:
             return False
         with _open_regular(fa) as ha, _open_regular(fb) as hb:
-            while True:
-                x = ha.read(CHUNK_BYTES)
-                if x != hb.read(CHUNK_BYTES):
-                    return False
-                if not x:
-                    return True
+            return _same_blocks(ha, hb)
     except OSError:
         return False
+
+
+def _same_blocks(ha, hb, nbytes: int | None = None) -> bool:
+    """Whether the open files ``ha`` and ``hb`` read the same bytes from where they stand,
+    :data:`CHUNK_BYTES` at a time: the next ``nbytes`` (a read the end cuts short counts as
+    read: it is compared as it came), or all of them to the end of both (None)."""
+    while nbytes is None or nbytes > 0:
+        n = CHUNK_BYTES if nbytes is None else min(nbytes, CHUNK_BYTES)
+        x = ha.read(n)
+        if x != hb.read(n):
+            return False
+        if nbytes is None:
+            if not x:
+                return True
+        else:
+            nbytes -= n
+    return True
 
 
 def _leaf_fields(dtype: np.dtype, prefix: str = "") -> list[tuple[str, tuple[str, ...]]]:
@@ -1460,14 +1472,9 @@ def _same_payload(a: Path, b: Path, ha: bytes, hb: bytes) -> bool:
         with _open_regular(a) as fa, _open_regular(b) as fb:
             fa.seek(HEADER_SIZE)
             fb.seek(HEADER_SIZE)
-            while left > 0:
-                n = min(left, CHUNK_BYTES)
-                if fa.read(n) != fb.read(n):
-                    return False
-                left -= n
+            return _same_blocks(fa, fb, left)
     except OSError as exc:  # (both were read just before: it changed meanwhile)
         raise OutputError(f"{escape_path(exc.filename)}: {_why(exc)}") from None
-    return True
 
 
 def _bytes_lines(name: str, a: Path, b: Path) -> list[Difference]:
@@ -1933,13 +1940,18 @@ def check_ignored(paths: Iterable[str]) -> tuple[str, ...]:
 def unmatched_ignored(paths: Iterable[str], *docs: dict) -> list[str]:
     """The ``--ignore`` paths that name a value in none of ``docs`` (the two manifests): a
     typo in a CI recipe (``input.nmae``) would otherwise ignore nothing, silently."""
-    def present(doc, parts) -> bool:
-        for k in parts:
-            if not isinstance(doc, dict) or k not in doc:
-                return False
-            doc = doc[k]
-        return True
-    return [p for p in paths if not any(present(d, p.split(".")) for d in docs)]
+    return [p for p in paths
+            if all(_value_at(d, p.split(".")) is ABSENT for d in docs)]
+
+
+def _value_at(doc, parts: list[str]):
+    """The value at the key path ``parts`` of ``doc`` (keys of nested objects), or
+    :data:`ABSENT` where one of them is not there (or not inside an object)."""
+    for k in parts:
+        if not isinstance(doc, dict) or k not in doc:
+            return ABSENT
+        doc = doc[k]
+    return doc
 
 
 def _without(doc: dict, paths: tuple[str, ...]) -> dict:
@@ -1965,14 +1977,8 @@ def _ignored_differ(paths: tuple[str, ...], ma: dict, mb: dict) -> bool:
     """Whether a value at one of the ``--ignore`` key ``paths`` differs between the
     manifests ``ma`` and ``mb`` (is on one side only, or another value): those values
     alone, not the whole manifests walked again."""
-    def value(doc, parts):
-        for k in parts:
-            if not isinstance(doc, dict) or k not in doc:
-                return ABSENT
-            doc = doc[k]
-        return doc
     for p in paths:
-        va, vb = value(ma, p.split(".")), value(mb, p.split("."))
+        va, vb = _value_at(ma, p.split(".")), _value_at(mb, p.split("."))
         if (va is ABSENT) != (vb is ABSENT) or _which_differ([va], [vb])[0]:
             return True
     return False
