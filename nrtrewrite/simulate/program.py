@@ -1064,18 +1064,16 @@ class RankDecoder:
             if lay[e] is None:
                 n, h_cw = len(t.group), t.single_cycle[1][0]
                 want_half[m] = t.half_of(start[m], count[m])
-                rings = np.stack([h if h is not None else np.full(n, -1, np.int64)
-                                  for h in (t.ring_hops(c, self.rank) for c in chans.tolist())])
                 g[m], pos = t.chunk_of(start[m])
             else:
                 # the leg's group of n ranks: h_cw = ceil((n - 1) / 2) (docs/DESIGN.md
                 # "Single-cycle ring"; the plan's single_cycle.arcs are held to it, §1)
-                group, orders = lay[e].group, lay[e].orders
-                n, h_cw = len(group), len(group) // 2
+                n, h_cw = len(lay[e].group), len(lay[e].group) // 2
                 want_half[m] = t.leg_half_of(lay[e], start[m], count[m])
-                rings = np.stack([_hops_on(orders.get(c), group, self.rank)
-                                  for c in chans.tolist()])
                 g[m], pos = t.leg_chunk_of(lay[e], start[m])
+            rings = np.stack([h if h is not None else np.full(n, -1, np.int64)
+                              for h in (t.ring_hops(c, self.rank, lay[e])
+                                        for c in chans.tolist())])
             i = rings[at, np.clip(pos, 0, n - 1)]
             hops[m] = i
             s[m] = np.where(i == 0, h_cw, np.where(before[m], h_cw - i, h_cw + n - i))
@@ -2974,16 +2972,6 @@ class _RingLegArrays(NamedTuple):
 #: bytes per element by dtype code (0 for codes that are not dtypes)
 _DSIZE_TABLE = np.array([DTYPE_SIZE.get(c, 0) if c in DType._value2member_map_ else 0
                          for c in range(16)], np.int64)
-
-
-def _hops_on(order: list | None, group: list, rank: int) -> np.ndarray:
-    """For each member of ``group`` (by position), how many hops ahead of ``rank`` it is on
-    the ring ``order`` (ranks; TriggerSpec.ring_hops for a HIER leg's group); -1 for all where
-    ``rank`` or a member is not on it."""
-    at = {r: i for i, r in enumerate(order or ())}
-    if rank not in at or any(r not in at for r in group):
-        return np.full(len(group), -1, np.int64)
-    return np.array([(at[r] - at[rank]) % len(at) for r in group], np.int64)
 
 
 def _ring_step(op: str, n: int, i, phase2):

@@ -169,8 +169,9 @@ class TriggerSpec:
     #: where the manifest holds the trigger (file, ``triggers[i]``): the checks made once the
     #: operands are placed (:func:`check_chunk_groups`) name it
     where: dict = field(default_factory=dict, repr=False, compare=False)
-    #: channel -> (rank -> index in the channel's ring order, each group member's index;
-    #: None when the order is not the group's ranks): :meth:`ring_hops`, once per channel
+    #: channel (a HIER leg's: (channel, its group)) -> (rank -> index in the channel's ring
+    #: order, each group member's index; None when the order is not the group's ranks):
+    #: :meth:`ring_hops`, once per channel
     _ring_at: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -338,18 +339,24 @@ class TriggerSpec:
         pos = start // span
         return (start - pos * span) // group_elems, pos
 
-    def ring_hops(self, channel: int, rank: int) -> np.ndarray | None:
+    def ring_hops(self, channel: int, rank: int,
+                  layout: LegLayout | None = None) -> np.ndarray | None:
         """For each member of the replica group (by position), how many hops ahead of
         ``rank`` it is on ``channel``'s ring: its index in ``rank``'s ``user_ranks`` (seed
         001 §1, the ring order rotated to start at ``rank``); None when ``rank`` is not on
-        that channel's ring."""
-        if channel not in self._ring_at:
-            order = self.orders.get(channel)
+        that channel's ring, or the ring order is not the group's ranks once each.  With
+        ``layout`` (a HIER leg's, :meth:`leg_layout`): for each member of the leg's group, on
+        the leg's ring order of ``channel`` (each position of the group once: checked when the
+        manifest is read, :func:`_resolve_hier`)."""
+        group, orders = (self.group, self.orders) if layout is None else layout[:2]
+        key = channel if layout is None else (channel, tuple(group))
+        if key not in self._ring_at:
+            order = orders.get(channel)
             at = {r: i for i, r in enumerate(order or ())}
-            ok = bool(order) and len(at) == len(order) and set(at) == set(self.group)
-            self._ring_at[channel] = (at, np.array([at[r] for r in self.group], np.int64)
-                                      if ok else None)
-        at, member_at = self._ring_at[channel]
+            ok = bool(order) and len(at) == len(order) and set(at) == set(group)
+            self._ring_at[key] = (at, np.array([at[r] for r in group], np.int64)
+                                  if ok else None)
+        at, member_at = self._ring_at[key]
         if member_at is None or rank not in at:
             return None
         return (member_at - at[rank]) % member_at.size
