@@ -541,3 +541,21 @@ def test_a_hier_single_cycle_root_leaf_before_the_root_is_named(hier_scr_out, tm
         f"{out / 'rank-0000'}: field leaf, rank 0, channel 1, artifact legs.bin, record {rec}: "
         f"{NOT_ROOT}, not direct_copy_send: elements [108, 162) on the CW channel of the HIER "
         f"inter_allr leg are of the chunk whose root is 1 hop ahead {LEAF_WHY}")
+
+
+def test_a_hier_single_cycle_root_leaf_made_send_is_named_at_leaf(hier_scr_out, tmp_path):
+    """Rank 0's CW recv_reduce_copy_send (leaf 4: sdma_op 4 CCE, neigh 1 NEXT, a
+    reduction_type) at the root of its own position's H0 [0, 54) of the HIER inter_allr leg
+    (step h_cw = 1) made send (leaf 1): at i = 0 DESIGN "Single-cycle ring" calls the root's
+    leaves, of which only recv_reduce_copy_send sends to NEXT with a reduction_type, as the
+    flat root leaf's test works out; over the leg's ring [0, 16, 32] (its hops taken from
+    the leg's layout)."""
+    out = copy(hier_scr_out, tmp_path)
+    rec = _leg_at(out, 0, 1, 4, 0)
+    _set_leg_field(out, 0, rec, 12, "<B", 1, (1, 4, 0, 1, 0, 54))
+    assert refused(out) == (
+        f"{out / 'rank-0000'}: field leaf, rank 0, channel 1, artifact legs.bin, record {rec}: "
+        "leaf should be recv_reduce_copy_send, not send: elements [0, 54) on the CW channel of "
+        "the HIER inter_allr leg are of this rank's own chunk, it is their root, where the "
+        "single-cycle step loop calls recv_reduce_copy_send with the record's neigh 1 and a "
+        "reduction_type (docs/DESIGN.md \"Single-cycle ring\", FORMATS §3)")

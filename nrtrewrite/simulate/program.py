@@ -842,7 +842,7 @@ class RankDecoder:
             if lay is None:
                 return
             n = len(lay.group)
-            rings = _hops_on(lay.orders.get(c), lay.group, self.rank)
+            rings = t.ring_hops(c, self.rank, lay)
             _g, pos = t.leg_chunk_of(lay, np.array([e0], np.int64))
         p = int(pos[0])
         if rings is None or not 0 <= p < n or int(rings[p]) < 0:
