@@ -1069,8 +1069,11 @@ def _member_diff(rep: Report, where: str, ma: bytes, mb: bytes,
     differing bytes (count and first offset)."""
     if where.endswith(".json"):
         try:
-            ja = jsonin.loads(ma, strict_objects=False, exact_floats=True)
-            jb = jsonin.loads(mb, strict_objects=False, exact_floats=True)
+            # (unique_keys: a key given twice, at any level, on either side, is compared by
+            # its bytes, as docs/CLI.md says; until 2026-12-07 the last value was kept, so
+            # {"v": 7, "v": 1} against {"v": 1} was "the same JSON in other bytes", a note)
+            ja = jsonin.loads(ma, strict_objects=False, unique_keys=True, exact_floats=True)
+            jb = jsonin.loads(mb, strict_objects=False, unique_keys=True, exact_floats=True)
         except (ValueError, RecursionError):  # compared by bytes (NaN != NaN, keys twice)
             pass
         else:

@@ -408,3 +408,59 @@ def test_same_layout_reads_a_few_tokens_per_difference_not_the_line(tmp_path, mo
     v = ["a" * 64, "b" * 64, "c" * 64]
     assert _layout_of(tmp_path, _one_line(v), _one_line([v[0], "0" * 64, "1" * 64]), 2)
     assert 2 <= tokens.n <= 2 * 4, tokens.n  # (each pair counted twice: A's and B's)
+
+
+def _key_twice(old: bytes, how: str) -> bytes:
+    """``old`` (a JSON object's bytes) with a key given twice, the first value kept by no
+    parser that keeps the last: ``top`` its first key again, the same value, before it;
+    ``other`` that key again with another value (``[VALUE]``) before it; ``nested`` a new
+    key ``zz`` whose object holds ``k`` twice; ``nested-once`` ``zz`` with ``k`` once (what
+    ``nested`` parses to when the last value is kept)."""
+    key, value = next(iter(json.loads(old).items()))
+    head = {"top": f'{{"{key}": {json.dumps(value)},',
+            "other": f'{{"{key}": {json.dumps([value])},',
+            "nested": '{"zz": {"k": 1, "k": 1},',
+            "nested-once": '{"zz": {"k": 1},'}[how]
+    return head.encode() + old[1:]
+
+
+def test_a_neff_json_member_holding_a_key_twice_is_compared_by_its_bytes(pair):
+    """Review V1 (high): a NEFF JSON member holding a key twice (``{"v": 7, "v": 1, ...}``
+    against ``{"v": 1, ...}``) was read keeping the last value, so it was "the same JSON in
+    other bytes", a note, and only the header's two lines counted.  CLI.md "diff": a member
+    that holds a key twice (on either side, whatever its values, at any level) is compared
+    by its bytes: ``NEFF:MEMBER bytes: LEN-A != LEN-B`` and its differing bytes' count and
+    first offset (worked out here from the bytes), no note, with or without --strict."""
+    a, b = pair
+    na, nb = _neff_of(a), _neff_of(b)
+    clean = na.read_bytes()
+    for change_a, change_b in [(None, "top"), (None, "other"), ("top", None),
+                               ("nested-once", "nested"), ("nested", "nested-once")]:
+        na.write_bytes(clean)
+        nb.write_bytes(clean)
+        member, ma, mb = None, None, None
+        for neff, how in ((na, change_a), (nb, change_b)):
+            name, old, new, _ = _rebuilt(neff, lambda x, how=how: _key_twice(x, how)
+                                         if how else x)
+            member = name
+            ma = new if neff is na else ma
+            mb = new if neff is nb else mb
+        da, db = na.read_bytes(), nb.read_bytes()
+        # (the premise: of the headers, only data_size, bytes 16..24, and hash, 172..204)
+        assert da[:16] + da[24:172] + da[204:1024] == db[:16] + db[24:172] + db[204:1024]
+        size_a, size_b = (int.from_bytes(x[16:24], "little") for x in (da, db))
+        lines = [f"{na.name} header.data_size: {size_a} != {size_b}"] if size_a != size_b else []
+        lines.append(f"{na.name} header.hash: '{da[172:204].hex()}' != '{db[172:204].hex()}'")
+        assert len(ma) != len(mb)
+        lines.append(f"{na.name}:{member} bytes: {len(ma)} != {len(mb)}")
+        differ = [(i, x, y) for i, (x, y) in enumerate(zip(ma, mb)) if x != y]
+        first, x, y = differ[0]
+        lines.append(f"{na.name}:{member} {len(differ)} differing bytes, the first at offset "
+                     f"0x{first:x}: {x} != {y}")
+        expected = "".join(line + "\n" for line in lines) + f"{len(lines)} difference(s)\n"
+        for extra in ((), ("--strict",)):
+            res = _invoke(a, b, *extra)
+            assert (res.exit_code, res.stdout, res.stderr) == (1, expected, ""), (
+                change_a, change_b, extra)
+        doc = json.loads(_invoke(a, b, "--json").stdout)
+        assert "layouts" not in doc and doc["count"] == len(lines), (change_a, change_b)
