@@ -1262,11 +1262,11 @@ def test_diff_of_a_golden_archive_says_to_extract_it(tmp_path):
     neff = Path(__file__).resolve().parents[1] / "fixtures" / "ar2.neff"
     for args, line in [
         ([golden, tmp_path], f"Invalid value for 'A': '{golden}' is a file, not an output "
-         "folder: extract a golden archive first, rm -rf DIR && mkdir DIR && "
-         f"tar xzf {golden} -C DIR, then diff DIR (docs/CLI.md \"diff\")"),
+         "folder: extract a golden archive first, D=$(mktemp -d) && "
+         f"tar xzf {golden} -C \"$D\", then diff \"$D\" (docs/CLI.md \"diff\")"),
         ([tmp_path, plain], f"Invalid value for 'B': '{plain}' is a file, not an output "
-         "folder: extract a golden archive first, rm -rf DIR && mkdir DIR && "
-         f"tar xzf {plain} -C DIR, then diff DIR (docs/CLI.md \"diff\")"),
+         "folder: extract a golden archive first, D=$(mktemp -d) && "
+         f"tar xzf {plain} -C \"$D\", then diff \"$D\" (docs/CLI.md \"diff\")"),
         ([tmp_path, neff], f"Invalid value for 'B': '{neff}' is a file, not an output folder"),
     ]:
         res = CliRunner().invoke(main, ["diff", *map(str, args)], prog_name="nrtrewrite")
@@ -1304,11 +1304,11 @@ def test_diff_of_a_plain_tar_says_tar_xf_and_the_recipe_runs(tmp_path):
     for path, flags in ((plain, "xf"), (liar, "xf"), (gz, "xzf")):
         res = CliRunner().invoke(main, ["diff", str(path), str(extracted)],
                                  prog_name="nrtrewrite")
-        recipe = (f"rm -rf DIR && mkdir DIR && tar {flags} {shlex.quote(str(path))} -C DIR, "
-                  "then diff DIR")
+        recipe = (f"D=$(mktemp -d) && tar {flags} {shlex.quote(str(path))} -C \"$D\", "
+                  "then diff \"$D\"")
         assert recipe in _one_line_error(res), res.stderr
-        out = tmp_path / f"out-{path.name}"
-        subprocess.run(recipe.split(", then")[0].replace("DIR", shlex.quote(str(out))),
-                       shell=True, check=True, capture_output=True)
+        out = Path(subprocess.run(recipe.split(", then")[0] + ' && printf %s "$D"',
+                                  shell=True, check=True, capture_output=True, text=True,
+                                  env={**os.environ, "TMPDIR": str(tmp_path)}).stdout)
         res = CliRunner().invoke(main, ["diff", str(out), str(extracted)])
         assert res.exit_code == 0, res.output

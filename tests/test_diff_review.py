@@ -221,14 +221,30 @@ def test_character_and_block_devices_are_entries_of_other_kinds(pair):
         "z character device: False != True"]
 
 
+def _recipe_of(line: str) -> str:
+    """The extraction a usage error's ``line`` gives, as printed."""
+    return line.split("extract a golden archive first, ", 1)[1].split(", then diff")[0]
+
+
+def _run_recipe(recipe: str, cwd: Path, tmp: Path) -> Path:
+    """``recipe`` run by the shell as printed (stdin empty, ``mktemp`` under ``tmp``); the
+    folder it extracted into (``$D``)."""
+    import subprocess
+    proc = subprocess.run(["bash", "-c", recipe + ' && printf %s "$D"'], cwd=cwd,
+                          env={**os.environ, "TMPDIR": str(tmp)}, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, (recipe, proc.stderr)
+    return Path(proc.stdout)
+
+
 def test_the_extraction_recipe_run_again_keeps_nothing_of_an_older_extraction(tmp_path):
     """The fifty-fifth session's "Left": the usage error's recipe, ``mkdir -p DIR && tar xzf
     ARCHIVE -C DIR``, extracted over an older extraction in DIR, whose files the archive no
     longer has stayed (an ``extra.bin`` of an older golden: ``extra.bin file: True !=
-    False`` against a fresh lowering).  Run as printed (DIR a path), into the same DIR after
-    an older archive with one more file: the fresh lowering compares identical."""
+    False`` against a fresh lowering).  Run as printed, after an older archive with one more
+    file: the recipe extracts into a new, empty folder (``mktemp -d``, review V1), so the
+    fresh lowering compares identical and the older extraction is left as it was."""
     import shlex
-    import subprocess
     import tarfile
     from test_diff import FIX, lower_to
     golden = FIX / "golden" / "ar2.tar.gz"
@@ -241,15 +257,63 @@ def test_the_extraction_recipe_run_again_keeps_nothing_of_an_older_extraction(tm
     with tarfile.open(older, "w:gz") as tar:
         tar.add(x, arcname=".")
     fresh = lower_to(FIX / "ar2.neff", tmp_path / "fresh", None)
-    folder = tmp_path / "DIR golden"  # (a space: the recipe's DIR quoted as a shell word)
+    (tmp_path / "tmp dir").mkdir()  # (a space: $D quoted)
+    folders = []
     for archive in (older, golden):
         res = CliRunner().invoke(main, ["diff", str(archive), str(fresh)],
                                  prog_name="nrtrewrite")
-        line = _one_line_error(res)
-        recipe = line.split("extract a golden archive first, ", 1)[1].split(", then diff")[0]
-        assert recipe == f"rm -rf DIR && mkdir DIR && tar xzf {shlex.quote(str(archive))} -C DIR"
-        subprocess.run(recipe.replace("DIR", shlex.quote(str(folder))), shell=True,
-                       check=True, capture_output=True)
-    assert not (folder / "extra.bin").exists()
-    res = CliRunner().invoke(main, ["diff", str(folder), str(fresh)])
+        recipe = _recipe_of(_one_line_error(res))
+        assert recipe == (f'D=$(mktemp -d) && tar xzf {shlex.quote(str(archive))} '
+                          '-C "$D"')
+        folders.append(_run_recipe(recipe, tmp_path, tmp_path / "tmp dir"))
+    assert folders[0] != folders[1] and (folders[0] / "extra.bin").read_bytes() == b"old"
+    assert not (folders[1] / "extra.bin").exists()
+    res = CliRunner().invoke(main, ["diff", str(folders[1]), str(fresh)])
     assert (res.exit_code, res.stdout) == (0, "identical\n")
+
+
+def test_the_extraction_recipe_removes_nothing_and_reads_the_named_archive(
+        tmp_path, monkeypatch):
+    """Review V1: the recipe ``rm -rf DIR && mkdir DIR && tar xzf ARCHIVE -C DIR`` removed
+    whatever stood for DIR (the archive's own folder: gone before tar read it; a path with a
+    space unquoted: two paths; run as printed, a folder named ``DIR``), and for an archive
+    named ``-`` said ``tar xzf - -C DIR``, which reads standard input.  Each archive below
+    (in a folder whose name has a space, named relative to it and whole) gives a recipe
+    that, run twice exactly as printed, extracts the archive into a new folder each time,
+    removes nothing (a folder ``DIR`` and the archive stay) and compares identical with the
+    golden's own extraction.  GNU tar reads ``-`` as standard input and ``HOST:FILE`` as a
+    remote archive, so a relative such name is given as ``./NAME``."""
+    import shlex
+    import tarfile
+    from test_diff import FIX
+    golden = FIX / "golden" / "ar2.tar.gz"
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    with tarfile.open(golden) as tar:
+        tar.extractall(ref, filter="data")
+    home = tmp_path / "g s"
+    home.mkdir()
+    (home / "DIR").mkdir()
+    (home / "DIR" / "keep").write_bytes(b"mine")
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.chdir(home)
+    cases = [("-", "./-"), ("a:b.tgz", "./a:b.tgz"), ("-lead.tar.gz", "./-lead.tar.gz"),
+             ("ar2.tar.gz", "ar2.tar.gz"),
+             (str(home / "ar2.tar.gz"), "'" + str(home / "ar2.tar.gz") + "'")]
+    for name, word in cases:
+        (home / name).write_bytes(golden.read_bytes())
+        args = ["diff", "--", name, str(ref)]
+        line = _one_line_error(CliRunner().invoke(main, args, prog_name="nrtrewrite"))
+        recipe = _recipe_of(line)
+        assert recipe == f'D=$(mktemp -d) && tar xzf {word} -C "$D"', line
+        assert shlex.split(word) == [word.strip("'")]
+        assert line.endswith(', then diff "$D" (docs/CLI.md "diff") '
+                             "(see 'nrtrewrite diff --help')")
+        runs = [_run_recipe(recipe, home, tmp_path / "tmp") for _ in range(2)]
+        assert runs[0] != runs[1]
+        for out in runs:
+            assert out.parent == tmp_path / "tmp"
+            res = CliRunner().invoke(main, ["diff", str(out), str(ref)])
+            assert (res.exit_code, res.stdout) == (0, "identical\n"), (name, res.output)
+        assert (home / name).read_bytes() == golden.read_bytes()
+        assert (home / "DIR" / "keep").read_bytes() == b"mine"

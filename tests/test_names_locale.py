@@ -506,14 +506,14 @@ def test_diffs_extraction_recipe_names_no_escaped_file(tmp_path):
     (tmp_path / "o").mkdir()
     utf8, c = both_locales(["diff", "gé.tar.gz", "o"], tmp_path)
     head = "nrtrewrite diff: error: Invalid value for 'A': '{}' is a file, not an output folder: "
-    tail = " -C DIR, then diff DIR (docs/CLI.md \"diff\")"
+    tail = ' -C "$D", then diff "$D" (docs/CLI.md "diff")'
     # (shown: the UTF-8 run's é as an ASCII terminal shows it, \\xe9; its stream wrote é)
     assert utf8 == (2, "", head.format("g\\xe9.tar.gz")
-                    + "extract a golden archive first, rm -rf DIR && mkdir DIR && "
+                    + "extract a golden archive first, D=$(mktemp -d) && "
                     + "tar xzf 'g\\xe9.tar.gz'"
                     + tail + " (see 'nrtrewrite diff --help')\n")
     assert c == (2, "", head.format("g\\xe9.tar.gz")
-                 + "extract a golden archive first, rm -rf DIR && mkdir DIR && tar xzf ARCHIVE"
+                 + "extract a golden archive first, D=$(mktemp -d) && tar xzf ARCHIVE"
                  + tail
                  + "; ARCHIVE is this file, whose name this locale's encoding cannot write "
                  "(see 'nrtrewrite diff --help')\n")

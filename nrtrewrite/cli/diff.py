@@ -111,6 +111,25 @@ def _pastable(value) -> str | None:
     return shlex.quote(shown)
 
 
+def _tar_word(value) -> str | None:
+    """``value``'s path as the word after ``tar xzf`` (:func:`_pastable`, None where it is
+    not): a relative path that ``tar`` would read as another file is given as ``./PATH`` -
+    ``-`` (standard input: ``tar xzf - -C D`` waits on the terminal), a name beginning
+    ``-``, and a name with ``:`` before any ``/`` (GNU tar's ``HOST:FILE``, a remote
+    archive)."""
+    path = os.fspath(value)
+    text = path.decode("utf-8", "surrogateescape") if isinstance(path, bytes) else path
+    if not os.path.isabs(text) and (text.startswith("-") or ":" in text.split("/", 1)[0]):
+        value = os.path.join(".", text)
+    return _pastable(value)
+
+
+#: the extraction ``diff`` of an archive prints (its flags and the archive's word): a new,
+#: empty folder each run (``mktemp -d``), so nothing of an older extraction is left and no
+#: folder the user names is removed first
+RECIPE = 'D=$(mktemp -d) && tar {flags} {archive} -C "$D"'
+
+
 class _OutputFolder(PathArg):
     """``A`` and ``B``: an output folder.  A regular file is refused saying so, and, for a
     tar or tar.gz archive (a golden output), how to extract it for ``diff``, as docs/CLI.md
@@ -118,7 +137,7 @@ class _OutputFolder(PathArg):
     file a folder and said nothing of what to do).  The recipe names the file when stderr's
     encoding can write its name, else ``ARCHIVE`` and why (until 2026-12-06 the escaped
     name, ``tar xzf 'g\\xe9.tar.gz'``, which names no file).  The recipe extracts into an
-    empty folder, so run again it leaves nothing of an older extraction."""
+    empty folder, so run again it leaves nothing of an older extraction (:data:`RECIPE`)."""
 
     def convert(self, value, param, ctx):
         if isinstance(value, (str, os.PathLike)) and value != "" and os.path.isfile(value):
@@ -126,12 +145,15 @@ class _OutputFolder(PathArg):
             why = f"{shown!r} is a file, not an output folder"
             flags = _tar_flags(os.fspath(value))
             if flags is not None:
-                word = _pastable(value)
+                word = _tar_word(value)
                 archive = word if word is not None else "ARCHIVE"
-                # (into a new, empty DIR: tar x over an older extraction keeps the files
-                # the archive no longer has; until 2026-12-07 `mkdir -p DIR && tar ...`)
-                why += (f": extract a golden archive first, rm -rf DIR && mkdir DIR && tar "
-                        f"{flags} {archive} -C DIR, then diff DIR (docs/CLI.md \"diff\")")
+                # (into a new, empty folder: tar x over an older extraction keeps the files
+                # the archive no longer has; until 2026-12-07 `mkdir -p DIR && tar ...`,
+                # then `rm -rf DIR && mkdir DIR && tar ...`, which removed whatever was
+                # put for DIR, the archive's own folder too)
+                why += (": extract a golden archive first, "
+                        + RECIPE.format(flags=flags, archive=archive)
+                        + ', then diff "$D" (docs/CLI.md "diff")')
                 if word is None:
                     why += ("; ARCHIVE is this file, whose name this locale's encoding "
                             "cannot write")
