@@ -53,7 +53,7 @@ from nrtrewrite.emit.tiling import cce_max_elements
 from nrtrewrite.errors import (LimitError, LoweringError, OutputError, escape_path, json_text,
                                path_inside)
 from nrtrewrite.limits import check_plan
-from nrtrewrite import jsonin, jsonout
+from nrtrewrite import jsonin, jsonout, threads
 from nrtrewrite.ahead import INTERRUPTED, ForkCall, ForkPool, WorkerLost
 from nrtrewrite.ahead import available as fork_available
 from nrtrewrite.lower import LoweringPlan, lower_rank, manifest_triggers, world_refusal
@@ -234,7 +234,7 @@ class _Syncer:
         if self.thread is None:
             self.thread = threading.Thread(target=self._run, name="nrtrewrite-fsync",
                                            daemon=True)
-            self.thread.start()
+            threads.start(self.thread)  # (never waits forever: nrtrewrite.threads)
         for p in paths:
             self.queue.put(p)
 

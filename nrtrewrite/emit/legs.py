@@ -62,6 +62,7 @@ from nrtrewrite.emit.buffers import BufferView, ViewList
 from nrtrewrite.emit.tiling import cce_dtype_nibbles, io_code, tile_elements
 from nrtrewrite.emit.tiling import expand as _expand
 from nrtrewrite.errors import LimitError, LoweringError
+from nrtrewrite import threads
 
 #: Slot numbers of the IR's source, destination and increment arrays.
 _SLOT_INDEX = np.arange(max(MAX_SRC, MAX_DST, MAX_INC))
@@ -257,7 +258,7 @@ class _Consumer:
         self.hash_s = 0.0
         self.in_sink = False  # inside a hash or sink call (read by stop(), without a lock)
         self.thread = threading.Thread(target=self._run, name="nrtrewrite-sink", daemon=True)
-        self.thread.start()
+        threads.start(self.thread)  # (never waits forever: nrtrewrite.threads)
 
     def put(self, batch: list[tuple[str, np.ndarray]]) -> None:
         if self.error is not None:
