@@ -589,7 +589,10 @@ class ForkPool:
                     # its previous item, or before its first); reaped for its exit status
                     proc = self.workers[w][0]
                     proc.join()
-                    got[sent] = (None, WorkerLost(items[sent], proc.exitcode, handed=False))
+                    # (a worker that ran out of memory receiving it marked so: until
+                    # 2026-12-07 the mark was not read here, and a worker lost was raised)
+                    got[sent] = (None, self._oom_error(w, items[sent])
+                                 or WorkerLost(items[sent], proc.exitcode, handed=False))
                     sent += 1
                     stopped = True
                     return
@@ -603,27 +606,7 @@ class ForkPool:
             proc = self.workers[w][0]
             proc.join()
             k = held.pop(w)
-            if self.out_of_memory[w] and proc.exitcode == OUT_OF_MEMORY:
-                # marked, and exited so: no memory for its item (until 2026-12-07 read from
-                # the exit status alone: a worker that exited 71 by itself, os._exit(71) in
-                # a library, was reported out of memory; then from the mark alone: one
-                # killed between its mark and its exit too)
-                what = {NO_MEMORY_FOR_EXCEPTION: "sending back the exception item {} raised",
-                        NO_MEMORY_FOR_ITEM: "receiving item {}"}.get(
-                            self.out_of_memory[w], "sending back the result of item {}")
-                # (review 55r: until 2026-12-07 "the result" also where the item had raised)
-                err: BaseException = MemoryError(
-                    "the worker process ran out of memory "
-                    + what.format(f"{items[k]!r:.200}"))
-                # --traceback shows where the worker ran out (until 2026-12-07 the raise
-                # here only), or says it could not be recovered
-                err.__cause__ = RemoteTraceback(self._oom_traceback(w))
-                # (shown the same: a cause is printed whatever this flag, which setting the
-                # cause made true; CPython reuses MemoryError objects without resetting it,
-                # and a later one raised while handling another would not print that one)
-                err.__suppress_context__ = False
-            else:
-                err = WorkerLost(items[k], proc.exitcode)
+            err = self._oom_error(w, items[k]) or WorkerLost(items[k], proc.exitcode)
             got[k] = (None, err)
             stopped = True
 
@@ -685,6 +668,31 @@ class ForkPool:
         self.workers = []
         self.out_of_memory.close()
         self.oom_tracebacks.close()
+
+    def _oom_error(self, w: int, item: Any) -> MemoryError | None:
+        """The ``MemoryError`` to raise for worker ``w``, reaped, when it ran out of memory
+        for ``item`` (held, or being handed to it), else None."""
+        proc = self.workers[w][0]
+        if not (self.out_of_memory[w] and proc.exitcode == OUT_OF_MEMORY):
+            return None
+        # marked, and exited so: no memory for its item (until 2026-12-07 read from
+        # the exit status alone: a worker that exited 71 by itself, os._exit(71) in
+        # a library, was reported out of memory; then from the mark alone: one
+        # killed between its mark and its exit too)
+        what = {NO_MEMORY_FOR_EXCEPTION: "sending back the exception item {} raised",
+                NO_MEMORY_FOR_ITEM: "receiving item {}"}.get(
+                    self.out_of_memory[w], "sending back the result of item {}")
+        # (review 55r: until 2026-12-07 "the result" also where the item had raised)
+        err = MemoryError("the worker process ran out of memory "
+                          + what.format(f"{item!r:.200}"))
+        # --traceback shows where the worker ran out (until 2026-12-07 the raise
+        # here only), or says it could not be recovered
+        err.__cause__ = RemoteTraceback(self._oom_traceback(w))
+        # (shown the same: a cause is printed whatever this flag, which setting the
+        # cause made true; CPython reuses MemoryError objects without resetting it,
+        # and a later one raised while handling another would not print that one)
+        err.__suppress_context__ = False
+        return err
 
     def _oom_traceback(self, w: int) -> str:
         """The traceback worker ``w`` kept of its ``MemoryError`` (:func:`_keep_traceback`),

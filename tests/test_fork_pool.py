@@ -1381,3 +1381,43 @@ def test_a_worker_interrupted_while_it_keeps_its_traceback_is_interrupted():
     assert isinstance(err, WorkerLost), repr(err)
     assert (err.item, err.exitcode) == (1, INTERRUPTED) == (1, 130)
     assert seen == [0]
+
+
+class _BigItem:
+    """An item of 4 MiB pickled (far more than a pipe holds), named ``<big item>``."""
+
+    def __init__(self):
+        self.payload = b"x" * (4 << 20)
+
+    def __repr__(self):
+        return "<big item>"
+
+
+def _no_memory_to_read_the_next_item_after_0(i):
+    """After item 0 the worker has no memory to read its next item's bytes (its connection's
+    reads patched in the forked worker only), as a worker near its limit handed a big item."""
+    import multiprocessing.connection as mpc
+
+    def no_memory(*_a, **_k):
+        raise MemoryError()
+    mpc.Connection._recv_bytes = no_memory
+    return i
+
+
+def test_a_worker_out_of_memory_receiving_a_big_item_raises_memory_error(capfd):
+    """Review V2: a worker that ran out of memory receiving an item bigger than the pipe
+    exits (marked, 71) while the pool is still sending it: the send fails (broken pipe), and
+    the pool raised the worker lost, exit status 71, without reading the mark.  It is the
+    out-of-memory path, as where the worker dies after the item is sent."""
+    from nrtrewrite.ahead import NO_MEMORY_FOR_ITEM, OUT_OF_MEMORY
+
+    seen = []
+    with ForkPool(_no_memory_to_read_the_next_item_after_0, 1) as pool:
+        err = _within_hang_bound(
+            lambda: seen.extend(r for _i, r in pool.imap([0, _BigItem()])))
+        assert pool.out_of_memory[0] == NO_MEMORY_FOR_ITEM == 3
+        assert pool.workers[0][0].exitcode == OUT_OF_MEMORY == 71
+    assert type(err) is MemoryError, repr(err)
+    assert str(err) == "the worker process ran out of memory receiving item <big item>"
+    assert seen == [0]
+    assert "Traceback" not in capfd.readouterr().err
