@@ -864,9 +864,18 @@ def _exit_out_of_memory(out_of_memory: mmap.mmap, tracebacks: mmap.mmap, w: int,
     ``MemoryError``, whose traceback it keeps in ``tracebacks`` (:func:`_keep_traceback`)."""
     out_of_memory[w] = why
     _keep_traceback(tracebacks, w)
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
+    # each flush in its own handler, written without making an object (until 2026-12-07 a
+    # loop over a tuple in contextlib.suppress: a MemoryError making either escaped, and
+    # the worker printed its traceback and exited 1)
+    # (a Ctrl-C goes on, as in _keep_traceback: the worker exits as interrupted)
+    try:
+        sys.stdout.flush()
+    except Exception:  # noqa: BLE001 - no memory, a closed stream: the exit still comes
+        pass
+    try:
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001 - likewise
+        pass
     os._exit(OUT_OF_MEMORY)
 
 

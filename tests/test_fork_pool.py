@@ -1421,3 +1421,48 @@ def test_a_worker_out_of_memory_receiving_a_big_item_raises_memory_error(capfd):
     assert str(err) == "the worker process ran out of memory receiving item <big item>"
     assert seen == [0]
     assert "Traceback" not in capfd.readouterr().err
+
+
+class _NoMemoryToFlush:
+    """A stream whose flush runs out of memory."""
+
+    def flush(self):
+        raise MemoryError()
+
+
+class _NoMemoryForSuppress:
+    """``contextlib`` as seen with no memory for a ``suppress`` object."""
+
+    @staticmethod
+    def suppress(*_a):
+        raise MemoryError()
+
+
+def _no_memory_anywhere_on_the_way_out_at_1(i):
+    """Item 1's result has no memory to be pickled, and in the forked worker neither the
+    streams' flushes nor a ``contextlib.suppress`` have memory either."""
+    import sys
+
+    import nrtrewrite.ahead as ahead
+
+    if i == 1:
+        ahead.contextlib = _NoMemoryForSuppress
+        sys.stdout = sys.stderr = _NoMemoryToFlush()
+        return _NoMemoryToPickle(b"x")
+    return i
+
+
+def test_a_worker_out_of_memory_exits_71_though_its_flushes_have_no_memory():
+    """Review V2: the out-of-memory exit flushed stdout and stderr in a loop that made a
+    tuple and a ``contextlib.suppress`` outside any guard: no memory for them, and the worker
+    printed a traceback and exited 1 (a worker lost).  Each flush is guarded and the exit is
+    still 71, the out-of-memory path."""
+    from nrtrewrite.ahead import OUT_OF_MEMORY
+
+    seen = []
+    with ForkPool(_no_memory_anywhere_on_the_way_out_at_1, 1) as pool:
+        err = _within_hang_bound(lambda: seen.extend(r for _i, r in pool.imap(range(3))))
+        assert pool.workers[0][0].exitcode == OUT_OF_MEMORY == 71
+    assert type(err) is MemoryError, repr(err)
+    assert str(err) == "the worker process ran out of memory sending back the result of item 1"
+    assert seen == [0]
