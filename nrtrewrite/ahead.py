@@ -882,7 +882,8 @@ def _exit_out_of_memory(out_of_memory: mmap.mmap, tracebacks: mmap.mmap, w: int,
 def _keep_traceback(tracebacks: mmap.mmap, w: int) -> None:
     """The traceback of the exception being handled (a worker's ``MemoryError``), kept in
     worker ``w``'s :data:`OOM_TRACEBACK_BYTES` of ``tracebacks`` (its length, 4 bytes
-    little-endian, written last: a length of 0 is no traceback), its end where it is longer.
+    little-endian, written last: a length of 0 is no traceback), its end where it is longer
+    (from the first character's start that leaves room for a line saying what was left out).
     Formatting it needs memory: if it fails, nothing is kept (the pool says it could not be
     recovered)."""
     try:
@@ -890,6 +891,8 @@ def _keep_traceback(tracebacks: mmap.mmap, w: int) -> None:
         room = OOM_TRACEBACK_BYTES - 4
         if len(data) > room:  # (64: room for this line)
             left = len(data) - room + 64
+            while left < len(data) and data[left] & 0xC0 == 0x80:  # inside a character: its
+                left += 1  # end (until 2026-12-07 the cut could split one: U+FFFD first)
             data = f"(its first {left} bytes left out)\n".encode() + data[left:]
         start = w * OOM_TRACEBACK_BYTES
         tracebacks[start + 4:start + 4 + len(data)] = data

@@ -1466,3 +1466,30 @@ def test_a_worker_out_of_memory_exits_71_though_its_flushes_have_no_memory():
     assert type(err) is MemoryError, repr(err)
     assert str(err) == "the worker process ran out of memory sending back the result of item 1"
     assert seen == [0]
+
+
+def _raise_euros_holding_no_memory_to_pickle(i):
+    """Item ``i``'s error message is 40,000 euro signs (3 bytes each in UTF-8) and ``i``
+    letters: its traceback, longer than a worker's part of the map, is cut inside the run
+    of euro signs at one of three places in a character, whichever ``i`` is."""
+    err = ValueError("\u20ac" * 40_000 + "a" * i)
+    err.big = _NoMemoryToPickle(b"x")
+    raise err
+
+
+@pytest.mark.parametrize("letters", [0, 1, 2])
+def test_a_long_tracebacks_end_starts_at_a_character(letters):
+    """Review V2: the end kept of a long traceback could start inside a UTF-8 character (the
+    text then began with U+FFFD).  The cut moves to the next character's start: the text
+    kept starts with a whole euro sign, at most 2 bytes short of the room (65,468 bytes: the
+    slot's 64 KiB less the 4 of its length and the 64 kept for the line saying how many
+    bytes were left out)."""
+    with ForkPool(_raise_euros_holding_no_memory_to_pickle, 1) as pool:
+        err = _within_hang_bound(lambda: list(pool.imap([letters])))
+    assert type(err) is MemoryError, repr(err)
+    tb = err.__cause__.tb
+    assert "\ufffd" not in tb
+    first, rest = tb.split("\n", 1)
+    assert first.startswith("(its first ") and first.endswith(" bytes left out)")
+    assert rest.startswith("\u20ac")
+    assert 65_536 - 4 - 64 - 2 <= len(rest.encode("utf-8")) <= 65_536 - 4 - 64
