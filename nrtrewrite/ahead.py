@@ -767,7 +767,10 @@ def _notes_arrive(err: BaseException, sent: BaseException) -> bool:
     if not notes:
         return False
     try:
-        return getattr(_round_trips(sent), "__notes__", None) == list(notes)
+        # compared as sequences (until 2026-12-07 with list(notes): notes kept as a tuple
+        # came back a tuple, read as not arriving, and were printed twice)
+        back = getattr(_round_trips(sent), "__notes__", None)
+        return isinstance(back, (list, tuple)) and list(back) == list(notes)
     except MemoryError:
         raise
     except Exception:  # noqa: BLE001 - whatever pickling raises: the text keeps them

@@ -1493,3 +1493,25 @@ def test_a_long_tracebacks_end_starts_at_a_character(letters):
     assert first.startswith("(its first ") and first.endswith(" bytes left out)")
     assert rest.startswith("\u20ac")
     assert 65_536 - 4 - 64 - 2 <= len(rest.encode("utf-8")) <= 65_536 - 4 - 64
+
+
+def _raise_with_tuple_notes(i):
+    err = ValueError("refused")
+    err.__notes__ = ("NOTE-A as a tuple", "NOTE-B as a tuple")
+    raise err
+
+
+def test_a_workers_notes_kept_as_a_tuple_are_printed_once():
+    """Review V2: notes kept as a tuple (``err.__notes__ = (...)``, which ``traceback``
+    prints as it prints a list) were printed twice with ``-j 2``: they come back a tuple,
+    which the check that they arrive compared with a list.  Printed once, under the
+    exception raised, as with ``-j 1``."""
+    import traceback
+
+    with ForkPool(_raise_with_tuple_notes, 1) as pool:
+        with pytest.raises(ValueError) as info:
+            list(pool.imap([0]))
+    lines = "".join(traceback.format_exception(info.value)).splitlines()
+    assert lines.count("NOTE-A as a tuple") == 1 and lines.count("NOTE-B as a tuple") == 1
+    assert "NOTE-A as a tuple" not in info.value.__cause__.tb
+    assert lines[-3:] == ["ValueError: refused", "NOTE-A as a tuple", "NOTE-B as a tuple"]
