@@ -226,6 +226,23 @@ def test_a_closed_pipe_is_128_plus_sigpipe_quietly(args, tmp_path):
     assert (proc.returncode, proc.stderr) == (141, b"")
 
 
+@pytest.mark.parametrize("args", [["--help"], ["-h"], ["--version"], ["--traceback", "--help"],
+                                  ["lower", "--help"]])
+def test_the_groups_own_options_into_a_closed_pipe_are_141_quietly(args):
+    """docs/CLI.md "Errors": a closed pipe is 141 (128 + SIGPIPE), quietly, whatever prints.
+    The group's own options print while click parses the command line, where click's
+    ``main`` caught the closed pipe itself and exited 1 with nothing said (review R2), while
+    a command's ``--help`` was 141."""
+    r, w = os.pipe()  # the reader gone before the first byte
+    os.close(r)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "nrtrewrite", *args], stdout=w,
+                              stderr=subprocess.PIPE, cwd=ROOT, env=env(), timeout=120)
+    finally:
+        os.close(w)
+    assert (proc.returncode, proc.stderr) == (128 + 13, b"")
+
+
 CLOSED = "nrtrewrite: error: cannot write the standard output: the standard output is closed\n"
 
 

@@ -1258,6 +1258,20 @@ class _Group(click.Group):
             _exit_unexpected(err, _what(None, argv))
         sys.exit(rv if isinstance(rv, int) else 0)
 
+    def make_context(self, info_name, args, parent=None, **extra) -> click.Context:
+        """click's, but a closed pipe met while the group's own options print (``--help``,
+        ``-h``, ``--version``: they print while the command line is parsed, before any
+        command runs) ends the process quietly with 141, as a command's does (:meth:`invoke`).
+        click's ``main`` caught it itself and exited 1 (``diff``'s "the outputs differ"),
+        even outside its standalone mode (until 2026-12-07)."""
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except OSError as err:
+            if err.errno != errno.EPIPE:
+                raise
+            _quiet_closed_pipe()
+            sys.exit(STATUS_CLOSED_PIPE)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(COMMANDS))
 
