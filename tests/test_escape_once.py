@@ -101,7 +101,7 @@ def test_lower_names_its_output_apart(tmp_path, monkeypatch):
         (tmp_path / name).unlink()
         res = invoke("lower", FIX / "ar2.neff", "-o", name)
         assert res.exit_code == 0, res.output
-        assert res.stdout.split("\n", 1)[0].strip() == f"ar2.neff -> {SHOWN[name]}"
+        assert res.stdout.split("\n", 1)[0].strip() == f"{FIX / 'ar2.neff'} -> {SHOWN[name]}"
         res = invoke("lower", FIX / "ar2.neff", "-o", name)
         assert _lines(res) == [f"nrtrewrite: error: {SHOWN[name]} exists; pass --force to "
                                "replace it"]

@@ -115,11 +115,35 @@ def print_table(console: Console, table) -> None:
     saved = console._width  # rich's own: None while it follows the terminal's width
     if need > console.width:
         console.width = need
+    title = table.title
     try:
+        if _title_apart(console, table, need):
+            if probe is not None:
+                probe.title = None
         if probe is None or not _print_rows(console, table, columns, widths, probe):
             console.print(table)
     finally:
         console._width = saved
+        table.title = title
+
+
+def _title_apart(console: Console, table, width: int) -> bool:
+    """Print ``table``'s title on a line of its own, whole, and take it off the table, where
+    it is wider than the table (``width`` columns): rich wrapped it at the table's width,
+    and a path in it (``lower``'s ``MODEL -> OUT``, ``simulate``'s ``simulate OUT (seed
+    S)``, ``dump``'s rank folder) was split across lines (docs/CLI.md "Paths in the
+    output"; until 2026-12-07).  A title that fits stays the table's, as rich lays it out.
+    False when the title stays."""
+    title = table.title
+    if title is None:
+        return False
+    text = title if isinstance(title, Text) else console.render_str(title, highlight=False)
+    if text.cell_len <= width:
+        return False
+    table.title = None
+    console.print(text, style=table.title_style or "table.title", highlight=False,
+                  soft_wrap=True)
+    return True
 
 
 def print_plain(console: Console, table) -> None:

@@ -1188,7 +1188,9 @@ def explain_cmd(model, rank, topology, algo, host_cc, as_json, only, show_all, n
         head += f"; override {override.source}={override.text!r}"
     if host_cc:  # (lower's manifest records it as options.host_cc)
         head += "; --host-cc"
-    console.print(plain_line(head), highlight=False)  # (the name escaped, the override repr'd)
+    # (the name escaped, the override repr'd; one line, never wrapped: a topology file's
+    # path whole, docs/CLI.md "Paths in the output"; wrapped at 132 until 2026-12-07)
+    console.print(plain_line(head), highlight=False, soft_wrap=True)
     if refusal is not None:
         console.print(styled("[red]lower refuses the whole model:[/] ", plain_line(str(refusal))),
                       highlight=False, soft_wrap=True)  # one line, never wrapped

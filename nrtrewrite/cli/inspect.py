@@ -61,7 +61,8 @@ def render(doc: dict, con: Console) -> None:
     h = doc["header"]
     verified = "verified" if doc["hash_verified"] else "NOT verified"
     con.print(styled(plain(doc["file"], "bold"), f"  NEFF-like, pkg_version {h['pkg_version']} "
-                     f"(tar.gz + {h['hash_algorithm']}, hash {verified})"))
+                     f"(tar.gz + {h['hash_algorithm']}, hash {verified})"),
+              soft_wrap=True)  # one line, never wrapped: the path whole (docs/CLI.md)
     ht = Table(title="header", show_header=False, title_justify="left")
     ht.add_column("field", style="cyan")
     ht.add_column("value")

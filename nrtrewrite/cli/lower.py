@@ -143,23 +143,26 @@ def lower_cmd(model, out, ranks, topology, algo, host_cc, no_verify_hash, force,
     # core still means a second process), nor than the ranks (one rank: 2, compose ahead)
     cores = usable_cores()
     workers = min(jobs or cores, max(cores, 2), max(n, 2))
+    given = out_path if out is None else out  # (OUT as given: the refusals name it so)
     if quiet or n < PROGRESS_MIN_RANKS or not err.is_terminal:  # a bar only on a terminal
         # (redirected, rich's transient bar left a lone line break on stderr)
-        write_output(plan, out_path, ranks=rank_list, force=force, workers=workers,
+        write_output(plan, given, ranks=rank_list, force=force, workers=workers,
                      warn=lambda text: warn(err, text), on_placed=note_placed,
                      before_placing=raise_lost_stop)
     else:
         with Progress(TextColumn("lowering"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=err, transient=True) as prog:
             task = prog.add_task("ranks", total=n)
-            write_output(plan, out_path, ranks=rank_list, force=force, workers=workers,
+            write_output(plan, given, ranks=rank_list, force=force, workers=workers,
                          warn=lambda text: warn(err, text), on_placed=note_placed,
                          before_placing=raise_lost_stop,
                          progress=lambda done, total: prog.update(task, completed=done))
     if quiet:
         return
     console = stdout_console()
-    title = f"{path_text(Path(model).name)} -> {path_text(out_path)}"  # (whatever the locale)
+    # MODEL and OUT as given, whatever the locale (docs/CLI.md "Paths in the output"; until
+    # 2026-12-07 MODEL's file name alone, and OUT as pathlib normalised it: `./o/` as `o`)
+    title = f"{path_text(model)} -> {path_text(given)}"
     print_table(console, summary_table(plan, plain(title)))
     console.print(f"{n} rank folder(s) written in {time.perf_counter() - t0:.2f} s")
 

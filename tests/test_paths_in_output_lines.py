@@ -1,0 +1,85 @@
+"""docs/CLI.md "Paths in the output": a plain-text line that names a path (``lower``'s title
+``MODEL -> OUT``, ``simulate``'s ``simulate OUT (seed S)``, ``inspect``'s first line,
+``explain``'s ``topology file PATH, named NAME``) holds the path as given, whole, on one
+line: piped, and whatever ``COLUMNS`` says (review R2: each was wrapped at its table's or
+console's width, and ``lower`` named MODEL's file name alone)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+from rich.console import Console
+from rich.table import Table
+
+from nrtrewrite.cli import print_table
+from test_atomic_output import FIX, ROOT, env
+
+
+def run(*args, cwd=ROOT) -> list[str]:
+    """The command's stdout lines, piped, with COLUMNS=20 (a path whole whatever it says)."""
+    proc = subprocess.run([sys.executable, "-m", "nrtrewrite", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd, env=env(COLUMNS=20),
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.splitlines()
+
+
+@pytest.fixture(scope="module")
+def long_place(tmp_path_factory):
+    """A folder whose path is more than 300 characters (each name under 255 bytes)."""
+    base = tmp_path_factory.mktemp("p")
+    where = base / ("d" * 150) / ("e" * 150)
+    where.mkdir(parents=True)
+    assert len(str(where)) > 300
+    shutil.copy(FIX / "ar2.neff", where / "m.neff")
+    shutil.copy(FIX / "topologies" / "trn2-2node.json", where / "t.json")
+    return where
+
+
+def test_lowers_title_names_model_and_out_as_given_on_one_line(long_place):
+    model, out = f"{long_place}/m.neff", f"{long_place}/./o.lowered/"
+    lines = run("lower", model, "-o", out)
+    # the rule's text: MODEL and OUT exactly as typed (OUT's "./" and trailing "/" kept)
+    assert f"{model} -> {out}" in lines
+    assert run("lower", "m.neff", "-o", "./o2/", cwd=long_place)[0].strip() == "m.neff -> ./o2/"
+
+
+def test_simulates_title_holds_out_whole_on_one_line(long_place):
+    out = f"{long_place}/s.lowered"
+    run("lower", "-q", f"{long_place}/m.neff", "-o", out)
+    assert f"simulate {out} (seed 0)" in run("simulate", out)
+
+
+def test_inspects_first_line_holds_the_path_whole(long_place):
+    model = f"{long_place}/m.neff"
+    first = run("inspect", model)[0]
+    assert first.startswith(f"{model}  NEFF-like, pkg_version ")
+
+
+def test_explains_topology_line_holds_the_files_path_whole(long_place):
+    topo = f"{long_place}/t.json"
+    first = run("explain", "--topology", topo, "--op", "allreduce", "--bytes", "1KiB",
+                "--ranks", "2")[0]
+    assert first.startswith(f"topology file {topo}, named trn2-2node (")
+
+
+def _drawn(title: str) -> list[str]:
+    """A one-column table (a cell ``abc``: 3 + 2 padding + 2 borders = 7 columns wide)
+    titled ``title``, printed by print_table on a plain 40-column console."""
+    con = Console(width=40, force_terminal=False, color_system=None, record=True)
+    table = Table(title=title)
+    table.add_column("abc")
+    table.add_row("abc")
+    with con.capture() as cap:
+        print_table(con, table)
+    return cap.get().splitlines()
+
+
+def test_a_title_as_wide_as_its_table_stays_the_tables_and_a_wider_one_is_its_own_line():
+    assert _drawn("T" * 7)[0] == "T" * 7  # 7 columns: the table's, centred in its 7
+    assert _drawn("T" * 8)[0] == "T" * 8  # 8: its own line, whole (rich wrapped it at 7)
+    assert _drawn("T" * 8)[1].startswith("\u250f")  # the table's top edge right under it
+    assert _drawn("T" * 5)[0] == " TTTTT "  # a short one centred by rich, as before
