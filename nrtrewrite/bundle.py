@@ -726,6 +726,45 @@ def _manifest_neff_name(manifest: Path) -> str | None:
         return None
 
 
+#: The output folders :func:`write_output` names absolutely (``-o .``, ``-o t1/..``: it
+#: renames the folder by its name in its parent), each mapped to the path as given, which its
+#: messages name (docs/CLI.md "Paths in the output"; until 2026-12-07 ``/tmp/x/paths holds
+#: the input model ...`` for ``-o .``).  Filled while a write_output runs.
+_GIVEN: dict[str, str] = {}
+
+
+def _given(out: str | os.PathLike) -> str:
+    """The output folder ``out`` as the command line gave it (:data:`_GIVEN`)."""
+    text = os.fspath(out)
+    return _GIVEN.get(text, text)
+
+
+def _shown(out: str | os.PathLike) -> str:
+    """:func:`_given`, escaped as a message names a path (``errors.escape_path``)."""
+    return escape_path(_given(out))
+
+
+def _working_folder_inside(out: Path) -> str | None:
+    """Why ``out`` must not be replaced for the working folder's sake, or None: ``out`` is
+    the working folder or a folder above it (by identity, as :func:`_model_inside`).
+    Replaced, the shell that ran the command was left in a deleted folder (``lower M -o .
+    --force`` in an empty folder; until 2026-12-07)."""
+    try:
+        out_st = os.stat(out)
+        here = Path(os.getcwd())
+    except (OSError, RuntimeError):
+        return None
+    for folder in (here, *here.parents):
+        try:
+            if _same_file(os.stat(folder), out_st):
+                what = "is" if folder == here else "holds"
+                return (f"{_shown(out)} {what} the working folder; nrtrewrite never replaces "
+                        "the folder it runs in nor one above it: choose another output folder")
+        except OSError:
+            continue
+    return None
+
+
 def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
@@ -745,7 +784,7 @@ def _model_inside(out: Path, model: str | None) -> str | None:
     for folder in real.parents:
         try:
             if _same_file(os.stat(folder), out_st):
-                return (f"{escape_path(out)} holds the input model {escape_path(model)}; "
+                return (f"{_shown(out)} holds the input model {escape_path(model)}; "
                         "nrtrewrite never replaces nor deletes its input: choose another output "
                         "folder")
         except OSError:
@@ -773,11 +812,11 @@ def _foreign_entry(out: Path, model: str | None, model_st: os.stat_result | None
         if entry.name in files and entry.is_file(follow_symlinks=False):
             if model_st is not None and entry.inode() == model_st.st_ino and _same_file(
                     entry.stat(follow_symlinks=False), model_st):
-                return (f"{escape_path(out)} holds the input model {escape_path(model)} "
+                return (f"{_shown(out)} holds the input model {escape_path(model)} "
                         f"as {escape_path(rel)} (a hard link); nrtrewrite never replaces nor "
                         "deletes its input: choose another output folder")
             return None
-        return (f"{escape_path(out)} holds {escape_path(rel)}, which an nrtrewrite output "
+        return (f"{_shown(out)} holds {escape_path(rel)}, which an nrtrewrite output "
                 "does not (only manifest.json, the rewritten NEFF its manifest names and "
                 "rank-NNNN folders of artifacts); refusing to replace it")
 
@@ -796,7 +835,7 @@ def _foreign_entry(out: Path, model: str | None, model_st: os.stat_result | None
                 return refusal
     except OSError as err:
         it = "it" if listing == out else f"its folder {escape_path(listing.name)}"
-        return (f"{escape_path(out)}: cannot list {it} ({err.strerror or err}); refusing to "
+        return (f"{_shown(out)}: cannot list {it} ({err.strerror or err}); refusing to "
                 "replace it")
     return None
 
@@ -834,11 +873,13 @@ def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Itera
         # `-o .` or `-o ..`: the folder is renamed and exchanged by its name in its parent,
         # which "." and ".." do not give (rename(".") is EBUSY): name it absolutely
         out = Path(os.path.abspath(out_dir))
+    if str(out) != os.fspath(out_dir):  # named as given all the same (`./`, `o/`)
+        _GIVEN[str(out)] = os.fspath(out_dir)
     if plan.only is not None:  # (schedule --trigger's plan of some triggers: shown only)
         raise ValueError("a plan of some triggers (plan_lowering's only=) cannot be "
                          "emitted: plan every trigger")
-    check_plan(plan)
     try:
+        check_plan(plan)
         rank_list = _checked_output(plan, out, ranks, force)
         parent = out.parent if str(out.parent) else Path(".")
         return _write_output(plan, out, parent, rank_list, force, workers, progress, warn,
@@ -848,7 +889,9 @@ def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Itera
             raise  # a process (fork) or memory refused, not a write: the CLI says so
         raise OutputError(f"cannot write the output: {err.strerror or err}"
                           + (f" ({escape_path(err.filename)})" if err.filename else ""),
-                          file=str(out)) from None
+                          file=_given(out)) from None
+    finally:
+        _GIVEN.pop(str(out), None)
 
 
 def _unremovable(out: Path) -> str | None:
@@ -861,25 +904,25 @@ def _unremovable(out: Path) -> str | None:
         folders = [out] + sorted(Path(e.path) for e in os.scandir(out)
                                  if _RANK_DIR.fullmatch(e.name) and e.is_dir(follow_symlinks=False))
     except OSError as err:
-        return (f"{escape_path(out)}: cannot list it ({err.strerror or err}); refusing to "
+        return (f"{_shown(out)}: cannot list it ({err.strerror or err}); refusing to "
                 "replace it")
     for d in folders:
         if os.access(d, os.W_OK | os.X_OK):
             continue
         it = "it" if d == out else f"its folder {escape_path(d.name)}"
         if _on_read_only_file_system(d):  # no chmod helps: the mount is read-only
-            return (f"{escape_path(out)} cannot be replaced: {it} is on a read-only file "
+            return (f"{_shown(out)} cannot be replaced: {it} is on a read-only file "
                     "system, so the previous output could not be removed afterwards; write the "
                     "output elsewhere")
         if os.access(d, os.W_OK):  # writable, not searchable: its entries cannot be reached
-            return (f"{escape_path(out)} cannot be replaced: {it} cannot be searched (no x "
+            return (f"{_shown(out)} cannot be replaced: {it} cannot be searched (no x "
                     "permission), so the previous output could not be removed afterwards; chmod "
-                    f"-R u+wx {escape_path(out)} or remove it first")
+                    f"-R u+wx {_shown(out)} or remove it first")
         which = ("it is a read-only folder" if d == out
                  else f"its folder {escape_path(d.name)} is read-only")
-        return (f"{escape_path(out)} cannot be replaced: {which}, so the previous output "
+        return (f"{_shown(out)} cannot be replaced: {which}, so the previous output "
                 "could not be removed afterwards; make it writable (chmod -R u+w "
-                f"{escape_path(out)}) or remove it first")
+                f"{_shown(out)}) or remove it first")
     return None
 
 
@@ -898,18 +941,18 @@ def _replace_refusal(out: Path, model: str | None, force: bool = True,
     ``--force`` again on what is at ``out`` when the new output is moved into place (made or
     changed meanwhile: :class:`_ForcedSwap`).  ``model_st``: as :func:`_foreign_entry`'s."""
     if out.is_symlink():
-        return (f"{escape_path(out)} is a symbolic link; give the folder itself (nrtrewrite "
+        return (f"{_shown(out)} is a symbolic link; give the folder itself (nrtrewrite "
                 "never writes through a link nor replaces one)")
-    if out.is_dir() and (refusal := _model_inside(out, model)):
+    if out.is_dir() and (refusal := _model_inside(out, model) or _working_folder_inside(out)):
         return refusal
     if not out.exists():
         return None
     # what --force would refuse first, so that the hint to pass it is only given where it
     # would work
     if not out.is_dir():
-        return f"{escape_path(out)} exists and is not a folder"
+        return f"{_shown(out)} exists and is not a folder"
     if _is_mount_point(out):
-        return (f"{escape_path(out)} is a mount point, which cannot be replaced (the output is "
+        return (f"{_shown(out)} is a mount point, which cannot be replaced (the output is "
                 "built beside it and renamed into its place); write the output elsewhere, a "
                 "folder inside it say")
     if (refusal := _unreadable(out)):
@@ -917,12 +960,12 @@ def _replace_refusal(out: Path, model: str | None, force: bool = True,
     if not _is_our_output(out):
         # (the format's name as a manifest's value is named, in JSON's form: until
         # 2026-12-06 Python's, 'nrtrewrite-lowered')
-        return (f"{escape_path(out)} exists and is not an nrtrewrite output (no manifest.json "
+        return (f"{_shown(out)} exists and is not an nrtrewrite output (no manifest.json "
                 f"of format {json_text(FORMAT_NAME)}); refusing to replace it")
     if (refusal := _foreign_entry(out, model, model_st)):
         return refusal
     if not force:
-        return f"{escape_path(out)} exists; pass --force to replace it"
+        return f"{_shown(out)} exists; pass --force to replace it"
     return _unremovable(out)
 
 
@@ -932,12 +975,12 @@ def _unreadable(out: Path) -> str | None:
     (0600: not searchable) or opened.  Until 2026-12-07 such an ``out`` was called "not an
     nrtrewrite output (no manifest.json ...)" though the manifest was there (``diff`` says
     the same since RELIABILITY's row on an unreadable manifest)."""
-    hint = (f"; refusing to replace it: make it readable (chmod -R u+rwx {escape_path(out)}) "
+    hint = (f"; refusing to replace it: make it readable (chmod -R u+rwx {_shown(out)}) "
             "or remove it first")
     try:
         os.listdir(out)
     except OSError as err:
-        return (f"{escape_path(out)} cannot be read ({err.strerror or err}), so it cannot be "
+        return (f"{_shown(out)} cannot be read ({err.strerror or err}), so it cannot be "
                 f"told an nrtrewrite output{hint}")
     man = out / "manifest.json"
     try:
@@ -948,7 +991,7 @@ def _unreadable(out: Path) -> str | None:
         return None
     except OSError as err:
         return (f"{escape_path(man)} cannot be read ({err.strerror or err}), so "
-                f"{escape_path(out)} cannot be told an nrtrewrite output{hint}")
+                f"{_shown(out)} cannot be told an nrtrewrite output{hint}")
     return None
 
 
@@ -997,10 +1040,10 @@ def _checked_output(plan: LoweringPlan, out: Path, ranks: Iterable[int] | None, 
         if parent.exists():
             raise OutputError(f"the output's parent {escape_path(parent)} is "
                               "not a folder",
-                              file=str(out))
+                              file=_given(out))
         raise OutputError(f"the output's parent folder {escape_path(parent)} "
                           "does not exist",
-                          file=str(out))
+                          file=_given(out))
     rank_list = sorted(set(plan.world if ranks is None else ranks))  # a rank named twice: once
     for r in rank_list:
         if r not in plan.world:
@@ -1133,7 +1176,7 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
             except FileExistsError:
                 if not force:  # (absent when the run started: refused then otherwise)
                     refusal = (_replace_refusal(out, plan.model.path, force=False)
-                               or f"{escape_path(out)} exists")
+                               or f"{_shown(out)} exists")
                     raise OutputError(f"{refusal} ({_ForcedSwap.MEANWHILE})") from None
         if not placed:  # --force and something at OUT (there from the start, or made meanwhile)
             swap = _ForcedSwap(tmp, out, plan.model.path)
@@ -1241,7 +1284,7 @@ def _remove_replaced(out: Path, old: Path, warn: Callable[[str], None] | None) -
     if failed and warn is not None:
         path, exc = failed[0]
         reason = getattr(exc, "strerror", None) or exc
-        warn(f"{escape_path(out)}: the new output is in place, but the previous one, moved "
+        warn(f"{_shown(out)}: the new output is in place, but the previous one, moved "
              f"aside to {escape_path(old.name)}, could not be removed whole "
              f"({escape_path(path)}: {reason}); remove it by hand")
 
@@ -1253,18 +1296,18 @@ def _check_complete(tmp: Path, out: Path, names: list[str]) -> None:
     try:
         have = set(os.listdir(tmp))
     except OSError as err:
-        raise OutputError(f"{escape_path(out)}: the folder it was being built in, "
+        raise OutputError(f"{_shown(out)}: the folder it was being built in, "
                           f"{escape_path(tmp.name)}, cannot be read any more "
                           f"({err.strerror or err}); nothing was written to "
-                          f"{escape_path(out)}") from None
+                          f"{_shown(out)}") from None
     missing = [n for n in [*names, "manifest.json"] if n not in have]
     if missing:
-        raise OutputError(f"{escape_path(out)}: {len(missing)} of the entries written into "
+        raise OutputError(f"{_shown(out)}: {len(missing)} of the entries written into "
                           f"the folder it was being built in, {escape_path(tmp.name)}, are "
                           f"gone ({', '.join(map(escape_path, missing[:3]))}"
                           f"{', ...' if len(missing) > 3 else ''}): "
                           "another process removed them; nothing was written to "
-                          f"{escape_path(out)}")
+                          f"{_shown(out)}")
 
 
 class _ForcedSwap:
@@ -1330,7 +1373,7 @@ class _ForcedSwap:
             _rename_noreplace(tmp, out)
         except BaseException as exc:
             if _settle_swap(out, tmp, old, checked) and isinstance(exc, Exception):
-                raise OutputError(f"{escape_path(out)}: {self.TAKEN}") from None
+                raise OutputError(f"{_shown(out)}: {self.TAKEN}") from None
             raise
         return old
 

@@ -378,3 +378,52 @@ def test_dot_and_dotdot_name_the_output_folder(tmp_path):
     res = run(model, "-o", "..", "--force", cwd=sub)
     one_line_error(res, f"{tmp_path / 'P'} exists and is not an nrtrewrite output")
     assert (tmp_path / "P" / "keep.txt").read_text() == "keep" and sub.is_dir()
+
+
+# --- review R2: the working folder, and OUT named as given ----------------------------------
+
+def run_in(cwd: Path, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nrtrewrite", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd, env=env(), timeout=120)
+
+
+WORKING = ("the working folder; nrtrewrite never replaces the folder it runs in nor one above it: "
+           "choose another output folder")
+
+
+@pytest.mark.parametrize("out, where", [(".", "."), ("./", "."), ("..", "a"), ("../..", "a/b")])
+def test_force_never_replaces_the_working_folder_nor_one_above_it(tmp_path, out, where):
+    """docs/CLI.md "lower": `lower M -o . --force` in an empty folder replaced the working
+    folder itself (the shell was left in a deleted folder). Refused before anything is
+    written, OUT named as given; the folders stay."""
+    top = tmp_path / "w"
+    (top / "a" / "b").mkdir(parents=True)
+    cwd = top / where
+    for extra in ([], ["--force"]):
+        proc = run_in(cwd, "lower", "-q", FIX / "ar2.neff", "-o", out, *extra)
+        what = "is" if where == "." else "holds"
+        assert (proc.returncode, proc.stdout, proc.stderr) == (
+            2, "", f"nrtrewrite: error: {out} {what} {WORKING}\n")
+        assert sorted(p.relative_to(top).as_posix() for p in top.rglob("*")) == ["a", "a/b"]
+
+
+@pytest.mark.parametrize("out", [".", "./", "t1/.."])
+def test_an_output_holding_the_model_is_named_as_given(tmp_path, out):
+    """docs/CLI.md "Paths in the output": OUT as given (`-o .` was named by its absolute
+    path, `/tmp/.../paths holds the input model ar2.neff; ...`)."""
+    shutil.copy(FIX / "ar2.neff", tmp_path / "ar2.neff")
+    (tmp_path / "t1").mkdir()
+    proc = run_in(tmp_path, "lower", "-q", "ar2.neff", "-o", out, "--force")
+    assert (proc.returncode, proc.stderr) == (
+        2, f"nrtrewrite: error: {out} holds the input model ar2.neff; nrtrewrite never replaces "
+           "nor deletes its input: choose another output folder\n")
+
+
+def test_force_in_an_empty_working_folder_leaves_it_in_place(tmp_path):
+    """The review's case: an empty working folder, which --force would replace as it
+    replaces any empty folder (the shell was left in a deleted folder)."""
+    empty = tmp_path / "e"
+    empty.mkdir()
+    proc = run_in(empty, "lower", "-q", FIX / "ar2.neff", "-o", ".", "--force")
+    assert (proc.returncode, proc.stderr) == (2, f"nrtrewrite: error: . is {WORKING}\n")
+    assert empty.is_dir() and list(empty.iterdir()) == []
