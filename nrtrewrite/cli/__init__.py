@@ -511,6 +511,28 @@ class IntRange(_AtMostDigits, click.types.IntRange):
 EMPTY_PATH = "an empty path"
 
 
+#: ``-`` given for a file to read or to write (docs/CLI.md "Standard input and output"):
+#: refused, in one wording for every command (until 2026-12-07 three: click's ``File '-'
+#: does not exist.``, ``-: cannot read: No such file or directory`` and ``--topology``'s
+#: "neither a preset nor a readable file"; ``assemble -o -`` wrote a file named ``-``)
+DASH_READ = "-: reading from the standard input is not supported; give a path (./- for one named -)"
+DASH_WRITE = "-: writing to the standard output is not supported; give a path (./- for one named -)"
+
+
+def no_dash(ctx: click.Context, param: click.Parameter, value):
+    """A parameter's callback refusing ``-`` as a file to read (:data:`DASH_READ`)."""
+    if value == "-":
+        raise click.BadParameter(DASH_READ, ctx=ctx, param=param)
+    return value
+
+
+def no_dash_out(ctx: click.Context, param: click.Parameter, value):
+    """A parameter's callback refusing ``-`` as a file to write (:data:`DASH_WRITE`)."""
+    if value == "-":
+        raise click.BadParameter(DASH_WRITE, ctx=ctx, param=param)
+    return value
+
+
 class PathArg(click.Path):
     """click's ``Path`` (``exists``, ``file_okay``, ``dir_okay`` as there), but its refusals
     (``Path 'X' does not exist.``, ``... is a directory.``) quote the path as every other
@@ -523,6 +545,8 @@ class PathArg(click.Path):
     def convert(self, value, param, ctx):
         if isinstance(value, str) and value == "":  # (Path('') is '.', the working folder)
             self.fail(EMPTY_PATH, param, ctx)
+        if isinstance(value, str) and value == "-":
+            self.fail(DASH_READ, param, ctx)
         try:
             return super().convert(value, param, ctx)
         except click.BadParameter as err:

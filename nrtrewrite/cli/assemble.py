@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import click
 
-from nrtrewrite.cli import OneValue, encodable, main, note_placed, placing_output
+from nrtrewrite.cli import (OneValue, encodable, main, no_dash, no_dash_out, note_placed,
+                            placing_output)
 from nrtrewrite.errors import counted, escape_path
 from nrtrewrite.neff.assembler import assemble_file
 
@@ -16,8 +17,9 @@ ASSEMBLE_HELP = ("Assemble SPEC (YAML or JSON) into a NEFF-like file; the result
 
 
 @main.command("assemble", help=ASSEMBLE_HELP)
-@click.argument("spec_path", metavar="SPEC")
+@click.argument("spec_path", metavar="SPEC", callback=no_dash)
 @click.option("-o", "--output", "out_path", cls=OneValue, required=True, metavar="MODEL.neff",
+              callback=no_dash_out,
               help="Where to write the NEFF-like file (atomically).")
 def assemble_cmd(spec_path: str, out_path: str) -> None:
     """The command (its help: :data:`ASSEMBLE_HELP`)."""

@@ -27,7 +27,7 @@ from nrtrewrite.bundle import no_trigger_warning
 from nrtrewrite.cli import (ALGO_TWICE, MAX_INT_DIGITS, Int, JsonErrorCommand, OneValue,
                             PathArg, after_zeros, and_list, ascii_int, too_many_digits,
                             echo_whole, main, options_given, plain, plain_line, print_plain,
-                            stderr_console, stdout_console, styled, verb)
+                            stderr_console, stdout_console, styled, verb, no_dash)
 from nrtrewrite.cli.lower import unverified_hash_warning, warn
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.emit.address import build_memory_map
@@ -945,7 +945,7 @@ class _OptionalModel(click.Argument):
                 type=PathArg(exists=True, dir_okay=False))
 @click.option("--rank", cls=OneValue, type=Int(), default=None,
               help="Show this rank's enc_ring per channel (and skip triggers without it).")
-@click.option("--topology", cls=OneValue, default=None, metavar="T",
+@click.option("--topology", cls=OneValue, default=None, metavar="T", callback=no_dash,
               help="trn1, trn2, trn1:nodes=N, trn2:nodes=N or a topology JSON file "
                    "(default: trn2 sized to the model or the ranks).")
 @click.option("--algo", cls=OneValue, twice=ALGO_TWICE, default=None, metavar="A",

@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from nrtrewrite.cli import (ByteSize, JsonErrorCommand, OneValue, _capped_line, echo_whole,
-                            encodable, main, plain, print_table, _say, stdout_console, styled)
+                            encodable, main, no_dash, plain, print_table, _say, stdout_console,
+                            styled)
 from nrtrewrite.errors import path_text
 from nrtrewrite.neff.container import MAX_MEMBER_BYTES, MAX_TOTAL_BYTES, Limits
 from nrtrewrite.neff.reader import read_model
@@ -152,7 +153,7 @@ INSPECT_HELP = ("Decode and validate MODEL.neff and show its header, members, va
 
 
 @main.command("inspect", cls=_InspectCommand, help=INSPECT_HELP)
-@click.argument("model_path", metavar="MODEL.neff")
+@click.argument("model_path", metavar="MODEL.neff", callback=no_dash)
 @click.option("--json", "as_json", is_flag=True, help="Print a stable JSON document instead.")
 @click.option("--no-verify-hash", is_flag=True,
               help="Skip the payload hash check (a warning is printed to stderr).")

@@ -18,7 +18,7 @@ from nrtrewrite.codes import EncAlgType
 from nrtrewrite.cores import usable_cores
 from nrtrewrite.cli import (ALGO_TWICE, Int, IntRange, OneValue, PathArg, main, note_placed,
                             plain, print_table, raise_lost_stop, stderr_console, stdout_console,
-                            warn)
+                            warn, no_dash, no_dash_out)
 from nrtrewrite.errors import (NrtRewriteError, OutputError, counted, cut_middle,
                                escape_path, path_text)
 from nrtrewrite.lower import LowerOptions, plan_lowering
@@ -40,7 +40,7 @@ def common_lowering_options(fn):
     fn = click.option("--algo", cls=OneValue, twice=ALGO_TWICE, default=None, metavar="A",
                       help="Algorithm override, NCCL-like: ring, ^mesh, "
                            "allreduce:ring;allgather:ring (also NRTREWRITE_ALGO).")(fn)
-    fn = click.option("--topology", cls=OneValue, default=None, metavar="T",
+    fn = click.option("--topology", cls=OneValue, default=None, metavar="T", callback=no_dash,
                       help="trn1, trn2, trn1:nodes=N, trn2:nodes=N or a topology JSON file "
                            "(default: trn2 sized to the model).")(fn)
     return fn
@@ -88,6 +88,7 @@ LOWER_HELP = ("Lower every collective trigger of MODEL and write the rewritten N
 @main.command("lower", help=LOWER_HELP)
 @click.argument("model", type=PathArg(exists=True, dir_okay=False))
 @click.option("-o", "--output", "out", cls=OneValue, default=None, metavar="OUT",
+              callback=no_dash_out,
               help="Output folder (default: <model>.lowered next to the model).")
 @click.option("--rank", "ranks", type=Int(), multiple=True,
               help="Lower only this rank (repeatable). Default: every rank of the world.")
