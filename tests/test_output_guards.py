@@ -359,24 +359,29 @@ def test_a_model_without_triggers_warns_and_one_with_triggers_does_not(tmp_path,
 # --- `-o .` and `-o ..` ------------------------------------------------------------------
 
 def test_dot_and_dotdot_name_the_output_folder(tmp_path):
-    """`-o .` inside a previous output, with --force, replaces it (it failed with "Device or
-    resource busy": "." cannot be renamed); `-o ..` from a folder of a foreign folder is
-    refused by name, nothing deleted."""
+    """`-o .` inside a previous output, with --force, failed with "Device or resource busy"
+    ("." cannot be renamed); then it replaced the output, the working folder, leaving the
+    shell in a deleted folder. Since review R2 (docs/CLI.md "lower") the working folder and
+    a folder above it are refused, named as given, with or without --force, nothing
+    replaced nor deleted: `-o .` inside a previous output, `-o ..` from a folder of a
+    foreign folder."""
     model = FIX / "ar2.neff"
     out = tmp_path / "O"
     assert run(model, "-o", out).returncode == 0
     first = verify_complete(out)
     old_inode = out.stat().st_ino
     res = run(model, "-o", ".", "--force", cwd=out)
-    assert res.returncode == 0, res.stderr
-    assert out.stat().st_ino != old_inode  # a new folder, exchanged into place
-    assert verify_complete(out) == first  # the same output again
+    one_line_error(res, "error: . is the working folder; nrtrewrite never replaces the folder it runs "
+                        "in nor one above it: choose another output folder")
+    assert out.stat().st_ino == old_inode  # the same folder, left in place
+    assert verify_complete(out) == first  # the output as it was
     assert sorted(p.name for p in tmp_path.iterdir()) == ["O"]  # no temporary siblings left
     sub = tmp_path / "P" / "sub"
     sub.mkdir(parents=True)
     (tmp_path / "P" / "keep.txt").write_text("keep")
     res = run(model, "-o", "..", "--force", cwd=sub)
-    one_line_error(res, f"{tmp_path / 'P'} exists and is not an nrtrewrite output")
+    one_line_error(res, "error: .. holds the working folder; nrtrewrite never replaces the folder it "
+                        "runs in nor one above it: choose another output folder")
     assert (tmp_path / "P" / "keep.txt").read_text() == "keep" and sub.is_dir()
 
 
