@@ -371,8 +371,8 @@ def test_dot_and_dotdot_name_the_output_folder(tmp_path):
     first = verify_complete(out)
     old_inode = out.stat().st_ino
     res = run(model, "-o", ".", "--force", cwd=out)
-    one_line_error(res, "error: . is the working folder; nrtrewrite never replaces the folder it runs "
-                        "in nor one above it: choose another output folder")
+    one_line_error(res, "error: . is the working folder; nrtrewrite never replaces the folder "
+                        "it runs in nor one above it: choose another output folder")
     assert out.stat().st_ino == old_inode  # the same folder, left in place
     assert verify_complete(out) == first  # the output as it was
     assert sorted(p.name for p in tmp_path.iterdir()) == ["O"]  # no temporary siblings left
@@ -380,8 +380,8 @@ def test_dot_and_dotdot_name_the_output_folder(tmp_path):
     sub.mkdir(parents=True)
     (tmp_path / "P" / "keep.txt").write_text("keep")
     res = run(model, "-o", "..", "--force", cwd=sub)
-    one_line_error(res, "error: .. holds the working folder; nrtrewrite never replaces the folder it "
-                        "runs in nor one above it: choose another output folder")
+    one_line_error(res, "error: .. holds the working folder; nrtrewrite never replaces the "
+                        "folder it runs in nor one above it: choose another output folder")
     assert (tmp_path / "P" / "keep.txt").read_text() == "keep" and sub.is_dir()
 
 
