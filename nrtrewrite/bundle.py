@@ -604,32 +604,65 @@ BENCH_DIFF_TEMP_PREFIX = "nrtrewrite-bench-diff-"
 
 
 def temp_root() -> str:
-    """The folder temporary folders are made in, ``tempfile.gettempdir()``.  Where Python
-    finds none it can write (``TMPDIR``, ``TEMP``, ``TMP``, then /tmp, /var/tmp, /usr/tmp
-    and the working folder), an OSError for one error line: ``filename`` the first folder
-    tried (``TMPDIR``'s value when it is set), ``strerror`` every folder tried, escaped
-    (``gettempdir``'s own has no filename and lists them as a Python list; until
-    2026-12-06 ``simulate MODEL.neff`` called it outside its error handling: an internal
-    error, exit 70)."""
+    """The folder temporary folders are made in, found afresh from the environment at each
+    call: the first of ``TMPDIR``, ``TEMP``, ``TMP``, then /tmp, /var/tmp, /usr/tmp and the
+    working folder (``tempfile``'s list, in its order) Python can make a file in, tried as
+    ``tempfile.gettempdir`` tries them.  Not ``gettempdir`` itself: it keeps the first folder
+    it finds for the whole process (``tempfile.tempdir``), so a program calling
+    ``nrtrewrite.cli.main`` that removed that folder or changed ``TMPDIR`` got a command
+    refused, or a folder where ``TMPDIR`` no longer points (until 2026-12-07); nor is that
+    global read or set here.  Where no folder can be written, an OSError for one error
+    line: ``filename`` the first folder tried (``TMPDIR``'s value when it is set),
+    ``strerror`` every folder tried, escaped (``gettempdir``'s own has no filename and lists
+    them as a Python list; until 2026-12-06 ``simulate MODEL.neff`` called it outside its
+    error handling: an internal error, exit 70).  On a Python whose ``tempfile`` lacks the
+    private ``_candidate_tempdir_list``, ``gettempdir`` as it is, the variables' folders
+    named."""
+    candidates = getattr(tempfile, "_candidate_tempdir_list", None)
+    if callable(candidates):
+        tried = list(dict.fromkeys(candidates()))
+        for folder in tried:
+            if _can_make_a_file_in(folder):
+                return folder if folder == os.curdir else os.path.abspath(folder)
+        exc = FileNotFoundError(errno.ENOENT, "No usable temporary directory found")
+    else:
+        try:
+            return tempfile.gettempdir()
+        except FileNotFoundError as err:
+            if err.filename is not None:
+                raise
+            exc = err
+        tried = list(dict.fromkeys(os.environ.get(k) for k in ("TMPDIR", "TEMP", "TMP")
+                                   if os.environ.get(k)))
+    # (each folder's label: the first variable Python reads that gives it, so the dict
+    # is filled in the reverse order and a later key wins)
+    env = {os.environ.get(k): k for k in ("TMP", "TEMP", "TMPDIR") if os.environ.get(k)}
+    names = ", ".join(escape_path(d) + (f" ({env[d]})" if d in env else "") for d in tried)
+    raise FileNotFoundError(exc.errno, f"none of the folders tried can be written: {names}",
+                            tried[0] if tried else None) from None
+
+
+def _can_make_a_file_in(folder: str) -> bool:
+    """Whether a file can be made, written and removed in ``folder``, as
+    ``tempfile._get_default_tempdir`` tells a usable temporary folder: a file of a random
+    name made exclusively (``mkstemp``, given the folder: ``tempfile.tempdir`` is not read)
+    and 4 bytes written; any OSError (not there, read-only, not searchable, full) says
+    no."""
     try:
-        return tempfile.gettempdir()
-    except FileNotFoundError as exc:
-        if exc.filename is not None:
-            raise
-        # (the list gettempdir went through, in its order: TMPDIR, TEMP, TMP, the system's;
-        # the function is private to tempfile: without it, the variables' folders alone)
-        candidates = getattr(tempfile, "_candidate_tempdir_list", None)
-        if callable(candidates):
-            tried = list(dict.fromkeys(candidates()))
-        else:
-            tried = list(dict.fromkeys(os.environ.get(k) for k in ("TMPDIR", "TEMP", "TMP")
-                                       if os.environ.get(k)))
-        # (each folder's label: the first variable Python reads that gives it, so the dict
-        # is filled in the reverse order and a later key wins)
-        env = {os.environ.get(k): k for k in ("TMP", "TEMP", "TMPDIR") if os.environ.get(k)}
-        names = ", ".join(escape_path(d) + (f" ({env[d]})" if d in env else "") for d in tried)
-        raise FileNotFoundError(exc.errno, f"none of the folders tried can be written: {names}",
-                                tried[0] if tried else None) from None
+        fd, name = tempfile.mkstemp(prefix=".nrtrewrite-probe-", dir=folder)
+    except OSError:
+        return False
+    try:
+        try:
+            os.write(fd, b"blat")
+        finally:
+            os.close(fd)
+    except OSError:
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+    return True
 
 
 def temp_folder_refusal(exc: OSError) -> OutputError:
@@ -638,8 +671,7 @@ def temp_folder_refusal(exc: OSError) -> OutputError:
     there), naming the folder it tried (docs/SIMULATOR.md §1)."""
     return OutputError("cannot make a temporary folder to lower the model into: "
                        f"{exc.strerror or exc}",
-                       file=exc.filename or tempfile.tempdir or os.environ.get("TMPDIR")
-                       or "TMPDIR")
+                       file=exc.filename or os.environ.get("TMPDIR") or "TMPDIR")
 
 
 def clean_stale_simulate_temps(tmpdir: str | os.PathLike) -> list[Path]:

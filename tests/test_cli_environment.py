@@ -597,11 +597,10 @@ def test_simulates_temporary_folder_is_the_owners_under_any_umask(tmp_path, monk
     stayed in TMPDIR for good (CLI.md: "the folder is removed afterwards").  It is 0700
     whatever the umask (root bypasses the modes: the mode is what is asserted)."""
     import stat
-    import tempfile
     from nrtrewrite.cli import simulate as simulate_cli
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
+    monkeypatch.setenv("TMPDIR", str(tmpdir))
     modes = []
     real = simulate_cli.lock_folder
 

@@ -717,7 +717,7 @@ def test_simulate_with_a_worker_killed_advises_what_simulate_has(tmp_path, monke
 
     _kill_rank_3s_worker(monkeypatch)
     monkeypatch.setattr(simulate_mod, "usable_cores", lambda: 2)  # a pool of 2 workers
-    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))  # (gettempdir gives it)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # (simulate makes its folder there)
     res = CliRunner().invoke(main, ["simulate", str(FIX / "mix8.neff")], prog_name="nrtrewrite")
     assert res.exit_code == 2, (res.output, res.exception)
     assert res.stderr.splitlines() == [
@@ -743,7 +743,7 @@ def test_simulate_starts_no_more_workers_than_the_ranks(tmp_path, monkeypatch):
             super().__init__(fn, workers)
     monkeypatch.setattr(bundle_mod, "ForkPool", Recorded)
     monkeypatch.setattr(simulate_mod, "usable_cores", lambda: 64)
-    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))  # (gettempdir gives it)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # (simulate makes its folder there)
     res = CliRunner().invoke(main, ["simulate", str(FIX / "mix8.neff")], prog_name="nrtrewrite")
     assert res.exit_code == 0, (res.output, res.exception)
     assert pools == [8]  # mix8's world: 8 ranks
@@ -1011,7 +1011,7 @@ def test_simulate_with_no_memory_to_format_a_ranks_traceback_is_out_of_memory(tm
         return real(builder, plan, batch, r, *a, **kw)
     monkeypatch.setattr(lower_mod, "_emit_batch", emit)
     monkeypatch.setattr(simulate_mod, "usable_cores", lambda: 2)  # a pool of 2 workers
-    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))  # (gettempdir gives it)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # (simulate makes its folder there)
     res = CliRunner().invoke(main, ["simulate", "--json", str(FIX / "mix8.neff")],
                              prog_name="nrtrewrite")
     assert res.exit_code == 71, (res.output, res.exception)

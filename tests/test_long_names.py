@@ -73,7 +73,7 @@ def test_simulate_a_model_named_up_to_255_bytes(tmp_path, monkeypatch, length):
     import tempfile
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
+    monkeypatch.setenv("TMPDIR", str(tmpdir))
     made, mkdtemp = [], tempfile.mkdtemp
     monkeypatch.setattr(tempfile, "mkdtemp", lambda *a, **k: made.append(mkdtemp(*a, **k))
                         or made[-1])
@@ -96,10 +96,9 @@ def test_simulate_counts_a_models_name_in_bytes(tmp_path, monkeypatch, count, wa
     system counts them: "é" is two bytes in UTF-8, so a model named 123 of them + ".neff"
     lowers into "é" x 123 + ".lowered" (254 bytes), one of 124 (253 bytes, 132 characters)
     into `model.lowered` (its `<stem>.lowered` would be 256 bytes)."""
-    import tempfile
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
+    monkeypatch.setenv("TMPDIR", str(tmpdir))
     model = tmp_path / ("é" * count + ".neff")
     model.write_bytes((FIX / "ar2.neff").read_bytes())
     res = CliRunner().invoke(main, ["simulate", str(model), "--json"])

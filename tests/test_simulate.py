@@ -612,6 +612,45 @@ def test_cli_lowers_a_model_first(tmp_path, monkeypatch):
     assert list(scratch.iterdir()) == []  # the temporary lowering is gone
 
 
+def test_each_simulate_in_one_process_finds_its_temporary_folder_from_the_environment(
+        tmp_path, monkeypatch):
+    """Review R1: in a program calling the CLI many times, ``simulate MODEL.neff`` made its
+    folder where ``tempfile`` found one on the process's first call (``tempfile.tempdir``,
+    kept for good): once the program removed that folder and pointed TMPDIR at another,
+    every simulate was refused, ``.../nrtrewrite-simulate-XXXX: cannot make a temporary
+    folder ...``.  CLI.md "simulate": the folder is ``TMPDIR/nrtrewrite-simulate-XXXXXXXX``
+    at each command, a TMPDIR that cannot be written passed over (for TEMP's here)."""
+    import tempfile
+    first, second, third = (tmp_path / n for n in ("first", "second", "third"))
+    for d in (first, second, third):
+        d.mkdir()
+    made, mkdtemp = [], tempfile.mkdtemp
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda *a, **k: made.append(mkdtemp(*a, **k))
+                        or made[-1])
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    for name in ("TMPDIR", "TEMP", "TMP"):
+        monkeypatch.delenv(name, raising=False)
+    model = FIX / "ar2.neff"
+    monkeypatch.setenv("TMPDIR", str(first))
+    assert cli("simulate", model).exit_code == 0
+    first.rmdir()  # (the program's scratch folder goes, and TMPDIR points at another)
+    monkeypatch.setenv("TMPDIR", str(second))
+    res = cli("simulate", model)
+    assert res.exit_code == 0, res.output
+    # a folder another library's gettempdir() kept is not where TMPDIR says either
+    monkeypatch.setattr(tempfile, "tempdir", str(second))
+    monkeypatch.setenv("TMPDIR", str(third))
+    assert cli("simulate", model).exit_code == 0
+    # TMPDIR not there: passed over for the next folder of Python's list, TEMP's
+    monkeypatch.setenv("TMPDIR", str(first))
+    monkeypatch.setenv("TEMP", str(second))
+    assert cli("simulate", model).exit_code == 0
+    assert [Path(m).parent for m in made] == [first, second, third, second]
+    assert all(Path(m).name.startswith("nrtrewrite-simulate-") for m in made)
+    assert tempfile.tempdir == str(second)  # (as the test left it: not read, not set)
+    assert list(second.iterdir()) == list(third.iterdir()) == []
+
+
 def test_cli_lowering_options_need_a_model(small_out):
     res = cli("simulate", small_out, "--topology", "trn2")
     assert res.exit_code == 2 and "only when a MODEL.neff" in res.output

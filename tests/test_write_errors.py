@@ -397,7 +397,7 @@ def test_simulate_names_a_file_it_could_not_write_inside_its_temporary_folder(
     folder's random name (and the sibling's: ``.mix8.lowered.tmp-7392-c1632653/...``);
     CLI.md promises ``<temporary>/...``, so two runs print the same line."""
     _no_inode_for_rank_file(monkeypatch, 2, "sem.bin")
-    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))  # (gettempdir gives it)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # (simulate makes its folder there)
     lines = [one_line_error(invoke("simulate", FIX / "mix8.neff"), "") for _ in range(2)]
     assert lines == ["nrtrewrite: error: <temporary>/mix8.lowered: cannot write the output: "
                      "No space left on device (<temporary>/mix8.lowered/rank-0002/sem.bin)"] * 2
