@@ -363,3 +363,42 @@ def test_a_stopped_command_in_a_program_leaves_the_handlers_as_they_were(monkeyp
     finally:
         for sig, h in before.items():
             signal.signal(sig, h)
+
+
+def test_a_command_in_a_program_puts_its_standard_streams_back(tmp_path, monkeypatch):
+    """Review R1: ``cli.main`` called by a program left the program's stdout escaping with
+    ``backslashreplace`` (its own handler was ``surrogateescape``) and its stderr replaced
+    by the CLI's unbuffered wrapper, for good, unlike the handlers (CLI.md: "has its own
+    handlers back after each command").  After each command, in either outcome, the
+    program's own stream objects are back, as they were, and what the command wrote is in
+    their files, in order, before what the program writes next."""
+    import io
+
+    out_file, err_file = tmp_path / "out", tmp_path / "err"
+    out = io.TextIOWrapper(io.BufferedWriter(io.FileIO(out_file, "w")), encoding="utf-8",
+                           errors="surrogateescape")
+    err = io.TextIOWrapper(io.BufferedWriter(io.FileIO(err_file, "w")), encoding="utf-8",
+                           errors="strict")
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", err)
+    missing = tmp_path / "missing.neff"
+    for args, status in ((["inspect", str(FIX / "ar2.neff"), "--json"], 0),
+                         (["inspect", str(missing)], 2)):
+        with pytest.raises(SystemExit) as done:
+            main(args, prog_name="nrtrewrite")
+        assert done.value.code == status
+        assert (sys.stdout, sys.stdout.errors) == (out, "surrogateescape")
+        assert (sys.stderr, sys.stderr.errors) == (err, "strict")
+        print("\udcff", end="")  # the program's: a byte 0xff through its own handler
+        print("after", file=sys.stderr)
+    out.flush()
+    err.flush()
+    data = out_file.read_bytes()
+    doc, tail = data[:-2], data[-2:]
+    assert tail == b"\xff\xff"  # (backslashreplace would write b"\\udcff")
+    import json
+    assert json.loads(doc)["file"] == str(FIX / "ar2.neff")  # (CLI.md "inspect --json")
+    assert err_file.read_text() == (
+        f"after\nnrtrewrite: error: {missing}: cannot read: No such file or directory\n"
+        "after\n")  # (the error's one line, CLI.md "Errors", between the program's two)
+

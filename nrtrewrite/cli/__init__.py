@@ -1217,6 +1217,29 @@ def _unbuffered_stderr() -> None:
         pass  # (a stderr that cannot be flushed now: kept, as before)
 
 
+def _put_streams_back(before: tuple, ours: tuple) -> None:
+    """After a command run inside another program (``nrtrewrite.cli.main`` called, click's
+    ``CliRunner``): the standard streams as they were before :func:`_standard_output_closed`,
+    :func:`_escape_unencodable_output` and :func:`_unbuffered_stderr` (``before``: stdout,
+    its errors handler, stderr), as the signal handlers and ``sys.unraisablehook`` are put
+    back (until 2026-12-07 the program's stdout kept ``backslashreplace`` and its stderr our
+    unbuffered wrapper for good).  Each is flushed first, so nothing written is lost; a
+    stream the command or the program replaced meanwhile (not ``ours``) is left as it is."""
+    stdout, errors, stderr = before
+    our_out, our_err = ours
+    for now, was, attr in ((our_err, stderr, "stderr"), (our_out, stdout, "stdout")):
+        if now is not was and getattr(sys, attr) is now:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                now.flush()  # (write-through: nothing held; a closed stdout's: nothing)
+            setattr(sys, attr, was)
+    if (stdout is not None and sys.stdout is stdout and errors is not None
+            and getattr(stdout, "errors", errors) != errors):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stdout.flush()  # (written with the command's handler before it changes)
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stdout.reconfigure(errors=errors)
+
+
 def _standard_output_closed() -> None:
     """Install :class:`_ClosedStdout` as ``sys.stdout`` if the process has no standard
     output (descriptor 1 closed at start)."""
@@ -1263,9 +1286,20 @@ class _Group(click.Group):
         self.argv = argv  # (a path the locale cannot encode is one of them)
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        before = (sys.stdout, getattr(sys.stdout, "errors", None), sys.stderr)
         _standard_output_closed()
         _escape_unencodable_output()
         _unbuffered_stderr()
+        ours = (sys.stdout, sys.stderr)
+        try:
+            self._standalone(args, prog_name, complete_var, argv, **extra)
+        finally:
+            if not LATE_STOPS_END_THE_PROCESS:
+                _put_streams_back(before, ours)
+
+    def _standalone(self, args, prog_name, complete_var, argv, **extra):
+        """:meth:`main` in standalone mode, its streams set up: the command, its errors and
+        stops each one line and a status (``sys.exit``)."""
         _PLACED.clear()
         _REPORTING.clear()
         _REPORTED.clear()
