@@ -402,3 +402,17 @@ def test_a_command_in_a_program_puts_its_standard_streams_back(tmp_path, monkeyp
         f"after\nnrtrewrite: error: {missing}: cannot read: No such file or directory\n"
         "after\n")  # (the error's one line, CLI.md "Errors", between the program's two)
 
+
+def test_commands_run_without_standalone_mode_keep_no_outputs_they_placed(tmp_path):
+    """Review R1: ``cli._PLACED`` (the outputs a command put in place, for a stop's warning)
+    was cleared only by commands in standalone mode: a program calling
+    ``main(..., standalone_mode=False)`` kept one path more with each ``lower``, for good.
+    It holds only the running command's, in either mode."""
+    import nrtrewrite.cli as cli_mod
+
+    for i in range(3):
+        out = tmp_path / f"o{i}"
+        assert main(["lower", "-q", str(FIX / "ar2.neff"), "-o", str(out), "-j", "1"],
+                    prog_name="nrtrewrite", standalone_mode=False) is None
+        assert (out / "manifest.json").is_file()
+        assert cli_mod._PLACED == []

@@ -1284,8 +1284,15 @@ class _Group(click.Group):
              **extra):
         argv = sys.argv[1:] if args is None else list(args)
         self.argv = argv  # (a path the locale cannot encode is one of them)
+        # (the outputs this command puts in place, for a stop's warning: cleared at each
+        # command in either mode; until 2026-12-07 only in standalone mode, so a program
+        # calling main(..., standalone_mode=False) kept one path per lower for good)
+        _PLACED.clear()
         if not standalone_mode:
-            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+            try:
+                return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+            finally:
+                _PLACED.clear()
         before = (sys.stdout, getattr(sys.stdout, "errors", None), sys.stderr)
         _standard_output_closed()
         _escape_unencodable_output()
@@ -1300,7 +1307,6 @@ class _Group(click.Group):
     def _standalone(self, args, prog_name, complete_var, argv, **extra):
         """:meth:`main` in standalone mode, its streams set up: the command, its errors and
         stops each one line and a status (``sys.exit``)."""
-        _PLACED.clear()
         _REPORTING.clear()
         _REPORTED.clear()
         _STOPS_WHILE_REPORTING.clear()
