@@ -153,3 +153,29 @@ def test_a_full_memo_starts_again_and_the_entries_stay_the_same(plan, monkeypatc
         got.append(_entry_bytes(plan, r))
         assert all(len(memo) <= 1 for kc in _channels(plan) for memo in kc.memo.values())
     assert got == want
+
+
+def test_a_memoised_refused_transfer_is_raised_anew_for_each_model():
+    """Review R1: the process-wide ``_role_table`` memo kept a refused transfer's
+    ``LoweringError`` and raised that very object; ``NrtRewriteError.at`` fills a raised
+    error's location in place, only where it is empty, so a second model needing the same
+    table entry was told the first model's trigger and rank.  Each look-up gives a new
+    error with the held reason and no location.  (An all-reduce's ``send`` leaf routed to a
+    peer across the network: ``__direct_fetch_send`` refuses a peer fan-out with a network
+    next hop, enc_primitive.cc:0x3FB.)"""
+    from nrtrewrite.codes import EncdNeigh, EncOpType
+    from nrtrewrite.compose.leaves import Leaf
+    from nrtrewrite.errors import LoweringError
+
+    why = ("__direct_fetch_send: send_to_peers with a network next hop (assert "
+           "!send_to_peers || !is_next_net, enc_primitive.cc:0x3FB): a peer fan-out and a net "
+           "next hop are exclusive on one step")
+    lines = []
+    for rank, trigger in ((3, 0), (5, 7)):  # two models, one memo entry
+        table = _role_table(EncOpType.ALLREDUCE, False, (int(Leaf.send),),
+                            (EncdNeigh.ENCD_NEIGH_PEER_RMTV,), True)
+        assert list(table.errors) == [0]  # (the one row: the send leaf's transfer)
+        err = table.errors[0]
+        assert isinstance(err, LoweringError) and err.line() == why
+        lines.append(err.at(rank=rank, trigger=trigger).line())
+    assert lines == [f"trigger 0, rank 3: {why}", f"trigger 7, rank 5: {why}"]

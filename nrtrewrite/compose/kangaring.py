@@ -47,6 +47,7 @@ output is final and its input no longer read.  The primary's first leg waits its
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -377,9 +378,37 @@ class _Transfers:
     #: rows whose ``kring_peer_semas`` increments (slots a..b, sorted by peer number) need
     #: sorting again once the peers have their entry's numbers: (row, a, b)
     resort: tuple[tuple[int, int, int], ...]
-    errors: dict  # table row -> the LoweringError its transfer raised
+    errors: "_HeldErrors"  # table row -> the LoweringError its transfer raised (a copy)
     #: (field, its used cells, "view" / "peer" / "sem"): what the entry renumbers
     cells: tuple[tuple[str, np.ndarray, str], ...]
+
+
+class _HeldErrors(Mapping):
+    """A role table's refused transfers, table row -> the :class:`LoweringError` its
+    transfer raised, each given out as a new copy at every look-up.  The table is the
+    process's (:func:`_role_table` is memoized) and ``NrtRewriteError.at`` fills a raised
+    error's location in place, only where it is empty: the held object itself, raised for
+    one model, would carry that model's trigger and rank into every later model's line
+    (until 2026-12-07).  Its reason and attributes are the held error's (``elsewhere``)."""
+
+    def __init__(self, errors: dict[int, LoweringError]):
+        self._held = dict(errors)
+
+    def __getitem__(self, row: int) -> LoweringError:
+        held = self._held[row]
+        err = held.elsewhere(held.where)
+        if "__notes__" in err.__dict__:  # (a note added to the copy is the copy's alone)
+            err.__notes__ = list(err.__notes__)
+        return err
+
+    def __contains__(self, row: object) -> bool:
+        return row in self._held
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._held)
+
+    def __len__(self) -> int:
+        return len(self._held)
 
 
 @functools.lru_cache(maxsize=256)
@@ -492,8 +521,8 @@ def _role_table(op: EncOpType, inplace: bool, leaves: tuple[int, ...],
             cells.append((name, used, kind))
     for a in (tab, row_of):
         a.setflags(write=False)
-    return _Transfers(tab, tuple(views.keys), tuple(peers.peers), row_of, tuple(resort), errors,
-                      tuple(cells))
+    return _Transfers(tab, tuple(views.keys), tuple(peers.peers), row_of, tuple(resort),
+                      _HeldErrors(errors), tuple(cells))
 
 
 def _by_member(op: EncOpType) -> frozenset[int]:
