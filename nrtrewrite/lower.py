@@ -268,8 +268,8 @@ def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str,
     return plan
 
 
-def plan_refusal(model: Model, topo: Topology, algo: str, host_cc: bool
-                 ) -> NrtRewriteError | None:
+def plan_refusal(model: Model, topo: Topology, algo: str, host_cc: bool,
+                 lowered: dict | None = None) -> NrtRewriteError | None:
     """The refusal ``lower --algo <algo>`` of ``model`` meets before it composes a rank, or
     None: its selections (the SPAD gate's pass-over among them), the engines' ``prepare``,
     the memory layout and the window gate (:func:`lay_out_memory_gated`), then
@@ -277,7 +277,8 @@ def plan_refusal(model: Model, topo: Topology, algo: str, host_cc: bool
     model's topology, loaded.  :func:`nrtrewrite.select.model_way_out` holds each way out it
     offers to it (until 2026-12-07 a way past the selections was offered unchecked: a 1 MiB
     all-reduce over 0, 1, 64, 65 after vars ending 3 MiB short of the core window, under
-    ``--algo '^ring'``, offered two ways the window refused)."""
+    ``--algo '^ring'``, offered two ways the window refused).  ``lowered``: filled, with no
+    refusal, with each trigger's selection as lowered (after the window gate), by ordinal."""
     try:
         with gc_paused():
             plan = _plan_lowering(model, LowerOptions(algo=algo, host_cc=host_cc), "",
@@ -285,6 +286,8 @@ def plan_refusal(model: Model, topo: Topology, algo: str, host_cc: bool
         check_plan(plan)
     except NrtRewriteError as err:
         return err
+    if lowered is not None:
+        lowered.update((p.trigger.ordinal, p.selection) for p in plan.triggers)
     return None
 
 

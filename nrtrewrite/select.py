@@ -1657,6 +1657,9 @@ class _WayOut:
     added: tuple[tuple[str, int], ...] = ()  # (a leg forced for another trigger, it)
     op: "EncOpType | None" = None
     scoped: tuple[tuple[str, EncAlgType], ...] = ()
+    idle: tuple[str, ...] = ()  # (forced legs lower under the way runs none of)
+    outcome: "EncAlgType | None" = None  # (every forced leg idle: the engine lowered)
+    trigger: "int | None" = None
 
     def text_of(self, forced: dict[str, EncAlgType]) -> str:
         """The override's clauses with the leg clauses ``forced`` in place of theirs."""
@@ -1669,7 +1672,8 @@ class _WayOut:
         if self.forced is not None:
             by_alg: dict[EncAlgType, list[str]] = {}
             for name, alg in self.forced.items():
-                by_alg.setdefault(alg, []).append(name)
+                if name not in self.idle:
+                    by_alg.setdefault(alg, []).append(name)
             runs = "; ".join(f"the {_and(names)} leg{'s' if len(names) > 1 else ''} "
                              f"on {alg.name}" for alg, names in by_alg.items())
             notes = ["a leg clause forcing one engine beats an exclusion"] if self.beats else []
@@ -1678,7 +1682,14 @@ class _WayOut:
                 by_trigger.setdefault(k, []).append(name)
             notes += [f"the {_and(names)} leg{'s' if len(names) > 1 else ''} for trigger {k}"
                       for k, names in by_trigger.items()]
-            ways.append(f"{self.source} {self.text_of(self.forced)!r} runs {runs}"
+            if self.idle and self.outcome is None:  # (some forced legs idle, not all)
+                notes.append(f"the {_and(list(self.idle))} clause"
+                             + ("s apply" if len(self.idle) > 1 else " applies")
+                             + " to no leg lower lowers")
+            does = f"runs {runs}"
+            if self.outcome is not None:  # (every leg clause idle: what lower lowers)
+                does, notes = f"lowers trigger {self.trigger} as {self.outcome.name}", []
+            ways.append(f"{self.source} {self.text_of(self.forced)!r} {does}"
                         + (f" ({'; '.join(notes)})" if notes else ""))
         if self.flat:
             ways.append(f"{self.source} may force {' or '.join(a.name for a in self.flat)} "
@@ -1792,9 +1803,9 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
     def first_stop(text: str) -> tuple[int | None, dict[str, EncAlgType]]:
         if text not in memo:
             memo[text] = stop_of(text)
-        return memo[text]
+        return memo[text][:2]
 
-    def stop_of(text: str) -> tuple[int | None, dict[str, EncAlgType]]:
+    def stop_of(text: str) -> tuple[int | None, dict[str, EncAlgType], dict | None]:
         override = parse_algo_override(text)
         seen = set()
         for t in triggers:
@@ -1805,24 +1816,26 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
             try:
                 sel = select(t, topo, override=override, policy=policy, host_cc=host_cc)
             except _LegsLeftNone as left:
-                return t.ordinal, left.forced
+                return t.ordinal, left.forced, None
             except NrtRewriteError:
-                return t.ordinal, {}
+                return t.ordinal, {}, None
             if (lowered_bd_refusal(t, sel, topo, policy, host_cc) is not None
                     or _lower_refuses(t)):  # (lower's own checks: whatever the engine)
-                return t.ordinal, {}
+                return t.ordinal, {}, None
         if model is not None and policy == DEFAULT_POLICY and not _PLANNING:
             # (lower's plan of the model; a refusal of a selection there is not held again)
             from nrtrewrite.lower import plan_refusal  # (lower imports this module)
             _PLANNING.append(text)
+            lowered: dict[int, Selection] = {}  # (each trigger's selection as lowered)
             try:
-                refused = plan_refusal(model, topo, text, host_cc)
+                refused = plan_refusal(model, topo, text, host_cc, lowered)
             finally:
                 _PLANNING.pop()
             if refused is not None:
                 k = refused.where.trigger
-                return (MODEL_STOP if k is None else k), {}
-        return None, {}
+                return (MODEL_STOP if k is None else k), {}, None
+            return None, {}, lowered
+        return None, {}, None
 
     def scoped(a: EncAlgType, op: EncOpType, clauses: Iterable[tuple[object, str]]
                ) -> str | None:
@@ -1887,8 +1900,27 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
             forced = None
     flat, stopped, ways = flat_ways(way.flat, way.op, way.clauses)
     stopped_at += stopped
+    idle: tuple[str, ...] = ()
+    outcome = None
+    lowered = None if forced is None else memo[way.text_of(forced)][2]
+    if lowered is not None:
+        # (the leg clauses lower under the way runs no leg of: the window or SPAD gate passed
+        # HIER over for another engine, which fits; all of them idle, the way is said only as
+        # that engine, and not at all where it is offered forced, over the whole model or on
+        # the op alone: until 2026-12-07 it "runs the intra_allg and intra_redsct legs on
+        # RING", which lower warned apply to nothing)
+        run = {leg.name for s in lowered.values() if s.alg == EncAlgType.HIER
+               for leg in s.legs}
+        idle = tuple(name for name in forced if name not in run)
+        if len(idle) == len(forced):
+            mine = lowered.get(err.where.trigger)
+            if mine is None or mine.alg in flat or any(a == mine.alg for _, a in ways):
+                forced, idle = None, ()
+            else:
+                outcome = mine.alg
     new = replace(way, forced=forced, flat=tuple(flat), stops=tuple(stopped_at),
-                  added=tuple(added) if forced is not None else (), scoped=tuple(ways))
+                  added=tuple(added) if forced is not None else (), scoped=tuple(ways),
+                  idle=idle, outcome=outcome, trigger=err.where.trigger)
     if new == way:
         return err
     out = err.reworded(new.line())
