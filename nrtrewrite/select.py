@@ -1704,7 +1704,9 @@ class _WayOut:
             msg += ("; neither " + ", ".join(f"{text} ({why})" for text, why in over[:-1])
                     + f" nor {over[-1][0]} ({over[-1][1]}) fits")
         if self.stops:
-            msg += "; " + ", and ".join(stops_text(self.source, self.stops))
+            # (each after "; ", as the BD gate's line says them: until 2026-12-07 joined
+            # with ", and")
+            msg += "".join(f"; {text}" for text in stops_text(self.source, self.stops))
         return msg
 
 

@@ -502,7 +502,7 @@ def test_a_way_out_the_spad_refuses_is_not_offered_but_the_trigger_named(tmp_pat
     line = res.stderr.rstrip()
     assert line.endswith(
         "nor the intra_redsct leg any; trigger 204 still stops under --algo "
-        f"'{legs}', and trigger 1 still stops under --algo 'single_cycle_ring'"), line
+        f"'{legs}'; trigger 1 still stops under --algo 'single_cycle_ring'"), line
     for way, k, need in ((legs, 204, 1300),
                          ("^ring;allreduce:single_cycle_ring;intra_allg:ring;inter_allg:ring",
                           341, 780)):
