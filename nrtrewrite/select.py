@@ -1658,7 +1658,7 @@ class _WayOut:
     op: "EncOpType | None" = None
     scoped: tuple[tuple[str, EncAlgType], ...] = ()
     idle: tuple[str, ...] = ()  # (forced legs lower under the way runs none of)
-    outcome: "EncAlgType | None" = None  # (every forced leg idle: the engine lowered)
+    outcome: "EncAlgType | None" = None  # (the refused trigger not HIER: its engine)
     trigger: "int | None" = None
 
     def text_of(self, forced: dict[str, EncAlgType]) -> str:
@@ -1682,12 +1682,12 @@ class _WayOut:
                 by_trigger.setdefault(k, []).append(name)
             notes += [f"the {_and(names)} leg{'s' if len(names) > 1 else ''} for trigger {k}"
                       for k, names in by_trigger.items()]
-            if self.idle and self.outcome is None:  # (some forced legs idle, not all)
+            if self.idle and self.outcome is None:  # (some forced legs idle)
                 notes.append(f"the {_and(list(self.idle))} clause"
                              + ("s apply" if len(self.idle) > 1 else " applies")
                              + " to no leg lower lowers")
             does = f"runs {runs}"
-            if self.outcome is not None:  # (every leg clause idle: what lower lowers)
+            if self.outcome is not None:  # (the trigger not HIER: what lower lowers)
                 does, notes = f"lowers trigger {self.trigger} as {self.outcome.name}", []
             ways.append(f"{self.source} {self.text_of(self.forced)!r} {does}"
                         + (f" ({'; '.join(notes)})" if notes else ""))
@@ -1907,16 +1907,18 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
     lowered = None if forced is None else memo[way.text_of(forced)][2]
     if lowered is not None:
         # (the leg clauses lower under the way runs no leg of: the window or SPAD gate passed
-        # HIER over for another engine, which fits; all of them idle, the way is said only as
-        # that engine, and not at all where it is offered forced, over the whole model or on
+        # HIER over for another engine, which fits; the refused trigger lowered so, the way
+        # is said only as that engine, and not at all where it is offered forced, over the whole model or on
         # the op alone: until 2026-12-07 it "runs the intra_allg and intra_redsct legs on
         # RING", which lower warned apply to nothing)
         run = {leg.name for s in lowered.values() if s.alg == EncAlgType.HIER
                for leg in s.legs}
         idle = tuple(name for name in forced if name not in run)
-        if len(idle) == len(forced):
-            mine = lowered.get(err.where.trigger)
-            if mine is None or mine.alg in flat or any(a == mine.alg for _, a in ways):
+        mine = lowered.get(err.where.trigger)
+        if mine is not None and mine.alg != EncAlgType.HIER:
+            # (the refused trigger itself not lowered as HIER under it: review V3's
+            # win_arag, whose all-gather ran the intra_allg leg)
+            if mine.alg in flat or any(a == mine.alg for _, a in ways):
                 forced, idle = None, ()
             else:
                 outcome = mine.alg
