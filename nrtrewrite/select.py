@@ -1908,9 +1908,9 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
     if lowered is not None:
         # (the leg clauses lower under the way runs no leg of: the window or SPAD gate passed
         # HIER over for another engine, which fits; the refused trigger lowered so, the way
-        # is said only as that engine, and not at all where it is offered forced, over the whole model or on
-        # the op alone: until 2026-12-07 it "runs the intra_allg and intra_redsct legs on
-        # RING", which lower warned apply to nothing)
+        # is said only as that engine, and not at all where it is offered forced, over the
+        # whole model or on the op alone: until 2026-12-07 it "runs the intra_allg and
+        # intra_redsct legs on RING", which lower warned apply to nothing)
         run = {leg.name for s in lowered.values() if s.alg == EncAlgType.HIER
                for leg in s.legs}
         idle = tuple(name for name in forced if name not in run)
