@@ -480,6 +480,48 @@ def test_a_way_out_the_core_window_refuses_is_not_offered_but_the_model_named(tm
             ["SINGLE_CYCLE_RING"]
 
 
+def test_leg_clauses_the_window_passes_the_refused_trigger_over_are_not_a_second_way(tmp_path):
+    """Review V3: a 1 MiB all-reduce and a 1 MiB all-gather over 0, 1, 64, 65, the vars 6 MiB
+    short of the core window, under --algo '^ring'.  Under the leg clauses' way the window
+    gate passes the all-reduce's HIER over for SINGLE_CYCLE_RING (the all-gather keeps HIER,
+    running intra_allg), so the way does for the refused all-reduce what forcing
+    SINGLE_CYCLE_RING on ALLREDUCE alone does, and SELECTION.md §8 offers that one alone
+    (until 2026-12-07 both, the first said to run the intra_redsct leg, which lower warned
+    idle)."""
+    from nrtrewrite.neff.assembler import assemble_spec
+    room = 6 * MIB
+    spec = {"header": {"pkg_version": 2, "name": "w", "lnc_size": 2}, "subgraphs": [{
+        "name": "sg00", "replica_groups": [GROUP],
+        "vars": [{"name": "fill", "type": "input", "size": WINDOW - 7 * MIB - room},
+                 {"name": "x", "type": "input", "size": MIB},
+                 {"name": "y", "type": "output", "size": MIB},
+                 {"name": "a", "type": "input", "size": MIB},
+                 {"name": "b", "type": "output", "size": 4 * MIB}],
+        "engines": {"sp": [
+            {"all_reduce": {"dtype": "bf16", "op": "add", "src": "x", "dst": "y",
+                            "bytes": MIB}},
+            {"all_gather": {"dtype": "bf16", "src": "a", "dst": "b", "bytes": MIB}}]}}]}
+    model = tmp_path / "win_arag.neff"
+    model.write_bytes(assemble_spec(spec))
+    topo = ("--topology", "trn2:nodes=2")
+    res = cli("lower", model, *topo, "-j", 1, "--rank", 0, "--algo", "^ring",
+              "-o", tmp_path / "refused")
+    assert res.exit_code == 2
+    scoped = "^ring;allreduce:single_cycle_ring;intra_allg:ring;inter_allg:ring"
+    assert res.stderr.rstrip().endswith(
+        f"nor the intra_redsct leg any; --algo '{scoped}' forces SINGLE_CYCLE_RING over the "
+        "whole group on ALLREDUCE alone; trigger 1 still stops under --algo "
+        "'single_cycle_ring'"), res.stderr
+    for i, way in enumerate(("^ring;intra_allg:ring;intra_redsct:ring;inter_allg:ring",
+                             scoped)):
+        res = cli("lower", model, *topo, "-j", 1, "--rank", 0, "--algo", way,
+                  "-o", tmp_path / f"way{i}")
+        assert res.exit_code == 0, (way, res.output)
+        assert [t["algorithm"] for t in json.loads(
+            (tmp_path / f"way{i}" / "manifest.json").read_text())["triggers"]] == \
+            ["SINGLE_CYCLE_RING", "HIER"], way
+
+
 def test_a_way_out_the_spad_refuses_is_not_offered_but_the_trigger_named(tmp_path):
     """The same for the SPAD (limits.check_plan: a subgraph's collectives on one group take
     one CTRL SPAD entry each on its ranks, a HIER one one a leg, at most 512; SELECTION.md
