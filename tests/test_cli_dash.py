@@ -55,3 +55,24 @@ def test_dot_slash_dash_is_a_file_named_dash(tmp_path, monkeypatch):
     res = run("inspect", "./-")
     assert res.exit_code == 0, res.output
     assert res.stdout.startswith("./-  NEFF-like")
+
+
+@pytest.mark.parametrize("args, command, param", [
+    (["diff", "-", FIX], "diff", "'A'"),
+    (["diff", FIX, "-"], "diff", "'B'"),
+    (["inspect", "-"], "inspect", "'MODEL.neff'"),
+    (["dump", "-"], "dump", "'PATH'"),
+    (["simulate", "-"], "simulate", "'MODEL.neff|OUT'"),
+])
+def test_a_dash_is_refused_in_one_wording_with_a_file_named_dash_there(args, command, param,
+                                                                       tmp_path, monkeypatch):
+    """A regular file named ``-`` in the working folder changes nothing: ``-`` is refused in
+    the one wording (review V5: ``diff - X`` said ``'-' is a file, not an output folder``)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "-").write_bytes(b"not a model")
+    res = run(*args)
+    assert res.exit_code == 2
+    assert res.stderr.splitlines()[-1] == (
+        f"nrtrewrite {command}: error: Invalid value for {param}: {READ} "
+        f"(see 'nrtrewrite {command} --help')")
+    assert os.listdir(tmp_path) == ["-"] and (tmp_path / "-").read_bytes() == b"not a model"

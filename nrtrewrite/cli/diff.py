@@ -10,9 +10,9 @@ from pathlib import Path
 
 import click
 
-from nrtrewrite.cli import (IntRange, JsonErrorCommand, OneValue, PathArg, WholeWriter,
-                            json_why, main, note, stderr_console, stopped_why, stops_deferred,
-                            warn)
+from nrtrewrite.cli import (DASH_READ, IntRange, JsonErrorCommand, OneValue, PathArg,
+                            WholeWriter, json_why, main, note, stderr_console, stopped_why,
+                            stops_deferred, warn)
 from nrtrewrite.diff import (Report, check_ignored, checksum_note, compare, layout_note,
                              recompressed_note, record_line_texts, versions_text)
 from nrtrewrite.errors import (NrtRewriteError, counted, escape_controls, escape_line,
@@ -137,9 +137,14 @@ class _OutputFolder(PathArg):
     file a folder and said nothing of what to do).  The recipe names the file when stderr's
     encoding can write its name, else ``ARCHIVE`` and why (until 2026-12-06 the escaped
     name, ``tar xzf 'g\\xe9.tar.gz'``, which names no file).  The recipe extracts into an
-    empty folder, so run again it leaves nothing of an older extraction (:data:`RECIPE`)."""
+    empty folder, so run again it leaves nothing of an older extraction (:data:`RECIPE`).
+    ``-`` is refused first, in the one wording of every command (:data:`DASH_READ`), a file
+    named ``-`` in the working folder or not (until 2026-12-07 such a file was called a file,
+    not an output folder)."""
 
     def convert(self, value, param, ctx):
+        if isinstance(value, str) and value == "-":
+            self.fail(DASH_READ, param, ctx)
         if isinstance(value, (str, os.PathLike)) and value != "" and os.path.isfile(value):
             shown = path_text(value)
             why = f"{shown!r} is a file, not an output folder"
