@@ -75,8 +75,8 @@ from nrtrewrite.bundle import (GOLDEN_TEMP_PREFIX, clean_stale_run_temps, lock_f
                                write_output)
 # (the CLI's stops: SIGTERM and SIGHUP raised as Terminated while the command runs, later
 # ones ignored during the cleanup, forked children given the default handlers back)
-from nrtrewrite.cli import (Terminated, ascii_int, encodable, stop_status, stops_deferred,
-                            terminate_cleanly, too_many_digits)
+from nrtrewrite.cli import (DASH_READ, DASH_WRITE, Terminated, ascii_int, encodable,
+                            stop_status, stops_deferred, terminate_cleanly, too_many_digits)
 from nrtrewrite.console import exit_status
 from nrtrewrite.emit.formats import name_on_disk
 from nrtrewrite.errors import (NrtRewriteError, ResourceError, escape_line, escape_path,
@@ -281,16 +281,27 @@ def _rank(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a valid integer") from None
 
 
+def _no_dash(why: str):
+    """An argument's ``type``: the path as given, ``-`` refused with ``why`` (the CLI's one
+    wording, docs/CLI.md "Standard input and output"; until 2026-12-07 ``GOLDEN`` ``-``
+    wrote a file named ``-`` and ``MODEL`` ``-`` read one or failed with the OS's line)."""
+    def path(text: str) -> str:
+        if text == "-":
+            raise argparse.ArgumentTypeError(why)
+        return text
+    return path
+
+
 def main(argv: list[str] | None = None) -> None:
     """Lower MODEL and write GOLDEN atomically; any error is one line on stderr and exit
     status 2 (nothing written: GOLDEN keeps its previous content).  A stop (Ctrl-C, SIGTERM,
     SIGHUP) removes the temporary folder and says so in one line, status 128 + the signal:
     nothing written, or, once GOLDEN is (:func:`_stopped`), that it is complete."""
     ap = _Parser(prog=PROG, description=DESCRIPTION)
-    ap.add_argument("model", metavar="MODEL",
+    ap.add_argument("model", metavar="MODEL", type=_no_dash(DASH_READ),
                     help="the fixture's NEFF-like model, e.g. fixtures/ar2.neff (make fixtures "
                          "assembles it from its .yaml)")
-    ap.add_argument("golden", metavar="GOLDEN",
+    ap.add_argument("golden", metavar="GOLDEN", type=_no_dash(DASH_WRITE),
                     help="the archive to write, e.g. fixtures/golden/ar2.tar.gz; written only "
                          "when the lowering simulates clean, and only when its bytes change")
     ap.add_argument("--rank", metavar="R", type=_rank, action="append", default=None,

@@ -443,6 +443,33 @@ def test_golden_usage_errors_are_one_line(tmp_path, args, why):
     assert list(tmp_path.iterdir()) == []
 
 
+#: docs/CLI.md "Standard input and output": the CLI's one wording for ``-``
+DASH_READ = ("-: reading from the standard input is not supported; give a path "
+             "(./- for one named -)")
+DASH_WRITE = ("-: writing to the standard output is not supported; give a path "
+              "(./- for one named -)")
+
+
+@pytest.mark.parametrize("args,why", [
+    (["-", "g.tar.gz"], f"argument MODEL: {DASH_READ}"),
+    ([FIX / "ar2.neff", "-"], f"argument GOLDEN: {DASH_WRITE}"),
+])
+@pytest.mark.parametrize("dash_file", [False, True])
+def test_golden_refuses_a_dash_as_the_cli_does(tmp_path, args, why, dash_file):
+    """Review V5: ``GOLDEN`` ``-`` wrote the archive to a file named ``-``, ``MODEL`` ``-``
+    read ./- (here a copy of ar2.neff) or failed with the OS's line; both are refused in
+    the CLI's wording, a usage error, status 2, nothing written."""
+    if dash_file:
+        shutil.copy(FIX / "ar2.neff", tmp_path / "-")
+    proc = run("nrtrewrite.golden", args, tmp_path)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (f"nrtrewrite.golden: error: {why} "
+                           "(see 'python -m nrtrewrite.golden --help')\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["-"] if dash_file else [])
+    if dash_file:
+        assert (tmp_path / "-").read_bytes() == (FIX / "ar2.neff").read_bytes()
+
+
 def test_golden_help_names_the_module_and_describes_every_argument(tmp_path):
     """Bug (review 51d): ``--help`` showed ``usage: golden.py`` and left ``model``,
     ``golden`` and ``--rank`` undescribed."""
