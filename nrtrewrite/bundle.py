@@ -61,7 +61,7 @@ from nrtrewrite.neff.container import written_tar_refusal
 from nrtrewrite.neff.instructions import LENGTH_DW, stream_words
 from nrtrewrite.neff.writer import (  # (STALE_AFTER_S: the age after which an unlocked
     # temporary file or folder is taken for a killed run's whatever its PID says)
-    STALE_AFTER_S, left_by_killed_writer, rewrite_streams, sibling_stem)
+    STALE_AFTER_S, _remove_stale_temp, left_by_killed_writer, rewrite_streams, sibling_stem)
 from nrtrewrite.topology.model import with_platform
 
 #: The non-pseudo word a trigger becomes (docs/FORMATS.md §9; its layout is F.KICK_DTYPE).
@@ -642,14 +642,25 @@ def temp_root() -> str:
                             tried[0] if tried else None) from None
 
 
+#: The name of :func:`_can_make_a_file_in`'s probe file: ``.nrtrewrite-probe-PID-XXXXXXXX``
+#: (the prober's PID, ``mkstemp``'s 8 characters), or the shape from before 2026-12-07 with
+#: no PID, ``.nrtrewrite-probe-XXXXXXXX``, matched whole (``-`` is none of mkstemp's
+#: characters, so the two never overlap).
+PROBE_PREFIX = ".nrtrewrite-probe-"
+_PROBE_NAME = re.compile(re.escape(PROBE_PREFIX) + r"(?:(?P<pid>[0-9]{1,10})-)?[a-z0-9_]{8}",
+                         re.ASCII)
+
+
 def _can_make_a_file_in(folder: str) -> bool:
     """Whether a file can be made, written and removed in ``folder``, as
     ``tempfile._get_default_tempdir`` tells a usable temporary folder: a file of a random
     name made exclusively (``mkstemp``, given the folder: ``tempfile.tempdir`` is not read)
     and 4 bytes written; any OSError (not there, read-only, not searchable, full) says
-    no."""
+    no.  Its name holds this process's PID (:data:`_PROBE_NAME`): one a SIGKILL left
+    between ``mkstemp`` and ``unlink`` is removed by a later run's
+    :func:`clean_stale_run_temps` (until 2026-12-07 it stayed for good)."""
     try:
-        fd, name = tempfile.mkstemp(prefix=".nrtrewrite-probe-", dir=folder)
+        fd, name = tempfile.mkstemp(prefix=f"{PROBE_PREFIX}{os.getpid()}-", dir=folder)
     except OSError:
         return False
     try:
@@ -686,7 +697,12 @@ def clean_stale_run_temps(tmpdir: str | os.PathLike, prefix: str) -> list[Path]:
     """:func:`clean_stale_simulate_temps` for the folders ``tempfile.mkdtemp(prefix=prefix)``
     makes (the prefix and 8 characters of ``[a-z0-9_]``): those a killed run of the tool
     that makes them left (a run holds its folder's lock, :func:`lock_folder`, until it has
-    removed it)."""
+    removed it).  The probe files :func:`temp_root` makes (:data:`_PROBE_NAME`) that a
+    killed run left are removed too, by the rule of a killed writer's temporary file
+    (``writer._remove_stale_temp``: a regular file of this user whose PID is no running
+    process, or unchanged for :data:`STALE_AFTER_S`; one of the shape without a PID,
+    unchanged for an hour): a probe lives for a write of 4 bytes, and one removed under a
+    live prober costs it nothing (its ``unlink``'s error is passed over)."""
     name = re.compile(re.escape(prefix) + r"[a-z0-9_]{8}", re.ASCII)
     removed: list[Path] = []
     try:
@@ -695,6 +711,11 @@ def clean_stale_run_temps(tmpdir: str | os.PathLike, prefix: str) -> list[Path]:
         return removed
     now = time.time()
     for entry in entries:
+        if (probe := _PROBE_NAME.fullmatch(entry.name)) is not None:
+            pid = probe["pid"]
+            if _remove_stale_temp(entry.path, None if pid is None else int(pid)):
+                removed.append(Path(entry.path))
+            continue
         if not name.fullmatch(entry.name):
             continue
         try:

@@ -651,6 +651,61 @@ def test_each_simulate_in_one_process_finds_its_temporary_folder_from_the_enviro
     assert list(second.iterdir()) == list(third.iterdir()) == []
 
 
+#: A process that SIGKILLs itself inside ``temp_root``'s probe, between the probe file's
+#: ``mkstemp`` and its ``unlink`` (at the write of its 4 bytes), with TMPDIR ``argv[1]``
+_KILLED_PROBING = r"""
+import os, signal, sys
+os.environ["TMPDIR"] = sys.argv[1]
+from nrtrewrite import bundle
+def write(fd, data):
+    os.kill(os.getpid(), signal.SIGKILL)
+bundle.os.write = write
+bundle.temp_root()
+"""
+
+
+def test_a_probe_file_a_killed_run_left_in_the_temporary_folder_is_removed_by_the_next(
+        tmp_path, monkeypatch):
+    """Review V5: a SIGKILL between the temporary-folder probe's ``mkstemp`` and ``unlink``
+    left ``.nrtrewrite-probe-XXXXXXXX`` in TMPDIR for good.  CLI.md "simulate": the probe's
+    name holds its PID and the next ``simulate MODEL.neff`` removes one whose PID is no
+    process (and one of the old shape, no PID, unchanged for an hour, as writer.py's
+    OLD_STALE_AFTER_S); a newer old-shape one and other names are kept."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+    import time
+    tmpdir = tmp_path / "t"
+    tmpdir.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-c", _KILLED_PROBING, str(tmpdir)], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    (left,) = tmpdir.iterdir()
+    # .nrtrewrite-probe-PID-XXXXXXXX: the killed process's PID, then mkstemp's 8
+    assert left.name.startswith(".nrtrewrite-probe-")
+    pid, tail = left.name[len(".nrtrewrite-probe-"):].split("-")
+    assert pid.isdigit() and len(tail) == 8
+    hour_ago = time.time() - 3601
+    old = tmpdir / ".nrtrewrite-probe-abcd1234"  # (the shape before 2026-12-07)
+    old.write_bytes(b"")
+    os.utime(old, (hour_ago, hour_ago))
+    new_old = tmpdir / ".nrtrewrite-probe-efgh5678"  # (that shape, not an hour old)
+    new_old.write_bytes(b"")
+    other = tmpdir / ".nrtrewrite-probe-notes.txt"  # (not a probe's name)
+    other.write_bytes(b"keep")
+    os.utime(other, (hour_ago, hour_ago))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    for name in ("TEMP", "TMP"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TMPDIR", str(tmpdir))
+    res = cli("simulate", FIX / "ar2.neff")
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in tmpdir.iterdir()) == [new_old.name, other.name]
+
+
 def test_cli_lowering_options_need_a_model(small_out):
     res = cli("simulate", small_out, "--topology", "trn2")
     assert res.exit_code == 2 and "only when a MODEL.neff" in res.output
