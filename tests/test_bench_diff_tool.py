@@ -495,6 +495,7 @@ def test_the_work_folder_is_locked_and_a_killed_runs_is_removed(tmp_path, monkey
         if d is not young:
             os.utime(d, (old, old))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # (temp_root reads it each run)
     fd = os.open(live, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # as a running bench_diff.py holds it

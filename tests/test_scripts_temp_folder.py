@@ -112,6 +112,7 @@ def test_a_soak_models_folder_that_cannot_be_made_is_one_line(tmp_path, monkeypa
         return made(suffix, prefix, dir)
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # (temp_root reads it each run)
     monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
     log = tmp_path / "failures.jsonl"
     with pytest.raises(SystemExit) as exc:
