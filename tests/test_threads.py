@@ -17,6 +17,7 @@ from nrtrewrite import bundle, threads
 from nrtrewrite.cli import EXIT_OUT_OF_MEMORY, main
 from nrtrewrite.emit import legs
 from test_atomic_output import FIX
+from test_fork_pool import _within_hang_bound
 
 #: (each injected failure is printed as unraisable by CPython, as a real one is)
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -34,22 +35,10 @@ class _NoMemoryToStart(threading.Thread):
         raise MemoryError()
 
 
-def _within(fn, seconds=20.0):
-    """``fn()`` run in a thread: what it raised (None if it returned), or the test fails if
-    it is still running after ``seconds`` (a hang bound, not a measure of speed)."""
-    raised = []
-
-    def run():
-        try:
-            fn()
-        except BaseException as exc:  # handed to the test
-            raised.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(timeout=seconds)
-    assert not thread.is_alive(), f"still waiting after {seconds} s (hung)"
-    return raised[0] if raised else None
+def _within(fn):
+    """``fn()`` under test_fork_pool's hang bound, 20 s: what it raised (None if it
+    returned); still running after it fails the test."""
+    return _within_hang_bound(fn, seconds=20.0)
 
 
 def _threading_with_failing_starts() -> types.SimpleNamespace:

@@ -480,22 +480,11 @@ def _tabs_read_alike(text: str, root: yaml.Node) -> bool:
     text from its node's marks, which libyaml counts in characters)."""
     quoted: list[tuple[int, int]] = []  # (opening quote, past the closing one)
     scalars: list[tuple[int, int]] = []  # (start, end) of every scalar, an anchor before it
-    seen: set[int] = set()
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, yaml.ScalarNode):
-            start, end = node.start_mark.index, node.end_mark.index
-            scalars.append((start, end))
-            if node.style in ("'", '"'):  # (past an anchor: a tab after it is outside)
-                quoted.append((text.index(node.style, start, end), end))
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend(node.value)
-        else:
-            stack.extend(kid for pair in node.value for kid in pair)
+    for node in _scalar_nodes(root):
+        start, end = node.start_mark.index, node.end_mark.index
+        scalars.append((start, end))
+        if node.style in ("'", '"'):  # (past an anchor: a tab after it is outside)
+            quoted.append((text.index(node.style, start, end), end))
     quoted.sort()
     scalars.sort()
     quoted_starts = [start for start, _ in quoted]
@@ -524,7 +513,13 @@ def _tabs_read_alike(text: str, root: yaml.Node) -> bool:
 def _empty_scalar_marks(root: yaml.Node) -> set[tuple[int, int]]:
     """The (line, column) libyaml gives each empty plain scalar under ``root`` (``a:``,
     ``{a: , b: 1}``), which PyYAML places elsewhere."""
-    marks: set[tuple[int, int]] = set()
+    return {(node.start_mark.line, node.start_mark.column) for node in _scalar_nodes(root)
+            if not node.value and not node.style}
+
+
+def _scalar_nodes(root: yaml.Node):
+    """Each scalar node under ``root``, once (an alias's node is met again), without
+    recursion."""
     seen: set[int] = set()
     stack = [root]
     while stack:
@@ -533,13 +528,11 @@ def _empty_scalar_marks(root: yaml.Node) -> set[tuple[int, int]]:
             continue
         seen.add(id(node))
         if isinstance(node, yaml.ScalarNode):
-            if not node.value and not node.style:
-                marks.add((node.start_mark.line, node.start_mark.column))
+            yield node
         elif isinstance(node, yaml.SequenceNode):
             stack.extend(node.value)
         else:
             stack.extend(kid for pair in node.value for kid in pair)
-    return marks
 
 
 def _hashes(text: str, start: int, end: int):
