@@ -262,9 +262,11 @@ class Report:
         #: the file ``covers`` comparing identical (:func:`_settle`; docs/CLI.md "diff")
         self.on_checksum = on_checksum or (lambda lines, covers: None)
         #: ``--strict`` (docs/CLI.md "diff"): a note of a checksum key is a difference, and a
-        #: manifest of the same JSON in other bytes is one (:func:`layout_lines`)
+        #: manifest or a NEFF JSON member of the same JSON in other bytes is one
+        #: (:func:`layout_lines`)
         self.strict = strict
-        #: ``on_layout(lines)``: the top-level manifest holds the same JSON in other bytes,
+        #: ``on_layout(lines)``: the top-level manifest or a NEFF JSON member holds the same
+        #: JSON in other bytes,
         #: a note without ``strict`` (:func:`layout_note`)
         self.on_layout = on_layout or (lambda lines: None)
         #: ``on_recompressed(name)``: the rewritten NEFFs' members all compare identical where
@@ -725,7 +727,8 @@ def same_layout(a: Path, b: Path, n_values: int) -> bool:
 
 
 def layout_note(lines: list[Difference], name: Callable[[str], str] = str) -> str:
-    """The note that the top-level manifests hold the same JSON in other bytes."""
+    """The note that the top-level manifests, or a NEFF JSON member, hold the same JSON in
+    other bytes."""
     return (f"{'; '.join(d.line(name) for d in lines)} (its layout alone: no difference; "
             "--strict makes it one)")
 

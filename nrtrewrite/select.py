@@ -1628,7 +1628,7 @@ def _legs_left_none(req: Request, topo: Topology, policy: Policy,
         clauses=tuple((c.target, c.text) for c in (override.clauses if override else ())),
         forced=dict(forced) if clauses is not None else None,
         beats=any(c.exclude for c in (override.clauses if override else ())),
-        flat=tuple(flat), over=tuple(over), op=req.op)
+        flat=tuple(flat), over=tuple(over), op=req.op, trigger=req.ordinal)
     err = _LegsLeftNone(way_out.line(), trigger=req.ordinal,
                         forced=forced if clauses else {})
     err.way_out = way_out
@@ -1767,7 +1767,7 @@ def _and(words: list[str]) -> str:
 
 def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topology, *,
                   policy: Policy = DEFAULT_POLICY, host_cc: bool = False,
-                  ways_stop: "dict[str, tuple[int | None, dict[str, EncAlgType]]] | None" = None,
+                  ways_stop: "dict[str, tuple[int | None, dict[str, EncAlgType], dict | None]] | None" = None,
                   model: Model | None = None) -> NrtRewriteError:
     """``err``, a refusal of :func:`_legs_left_none` or the BD gate's (:func:`_no_engine_fits`)
     at one trigger, with its ways out checked against every trigger of the model
@@ -1790,7 +1790,8 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
     ``'allreduce:single_cycle_ring'`` lowers).  Any other error is returned as it is.
 
     ``ways_stop``: where each way's ``--algo`` text stops (the first trigger and the legs it
-    leaves none, or None), kept across calls for one model, topology, policy and
+    leaves none, or None) and each trigger's selection as ``lower`` lowers it under the way
+    (None where it stops), kept across calls for one model, topology, policy and
     ``host_cc`` by a caller that holds the ways of many refused requests (``explain``, one
     call a refused request: until 2026-12-07 each call selected every trigger again under
     each way, 563 s for 1,000 triggers under ``--algo '^ring'``)."""

@@ -764,7 +764,9 @@ class RankDecoder:
         2026-12-07 such a swap, ``recv_reduce_copy`` for ``recv_reduce_send``, was named at
         ``neigh``, ``sdma_op`` or ``reduction_type``); so too where it calls two (the rank's
         own chunk) and the record's ``sdma_op`` and ``neigh`` both are the other's, not its
-        leaf's (review 55t). Otherwise the caller's check names its field."""
+        leaf's (review 55t). A SINGLE_CYCLE_RING entry's ring leaf, flat or a HIER
+        ``inter_allr`` leg's, goes to :meth:`_blame_single_cycle_leaf` first. Otherwise the
+        caller's check names its field."""
         if k is None:
             return
         leaf = int(L["leaf"][k])

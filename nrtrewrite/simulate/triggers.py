@@ -235,13 +235,14 @@ class TriggerSpec:
         return _half_in(start, np.asarray(count, np.int64), lo, span, group_elems, self.chunk)
 
     def leg_layout(self, leg: str, rank: int) -> LegLayout | None:
-        """The :class:`LegLayout` ``(group, orders, lo, span, chunk)`` of ``rank``'s group of
-        the all-reduce's ``inter_allr`` HIER leg (docs/DESIGN.md "Leg layouts", "HIER"): the
-        leg's ranks, its ring orders by channel (ranks), and its *interleaved* layout, seed
-        001 §2's chunk groups of the ring over the group over the rank's slice
-        ``[lo, lo + span)`` of the trigger's element space (``hier.slices`` of its local index, its place in its
-        ``intra_redsct`` group: :func:`_check_hier_slices`), with its plan's ``chunk``
-        (:func:`_check_hier_layouts` holds it to the slice); None for another leg or op."""
+        """The :class:`LegLayout` ``(group, orders, lo, span, chunk, segments)`` of
+        ``rank``'s group of the all-reduce's ``inter_allr`` HIER leg (docs/DESIGN.md "Leg
+        layouts", "HIER"): the leg's ranks, its ring orders by channel (ranks), and its
+        *interleaved* layout, seed 001 §2's chunk groups of the ring over the group over the
+        rank's slice ``[lo, lo + span)`` of the trigger's element space (``hier.slices`` of
+        its local index, its place in its ``intra_redsct`` group:
+        :func:`_check_hier_slices`), with its plan's ``chunk`` (:func:`_check_hier_layouts`
+        holds it to the slice); None for another leg or op."""
         if self.op != "ALLREDUCE" or leg != "inter_allr" or not self.slices:
             return None
         found = self._leg_group(leg, rank)
@@ -294,7 +295,8 @@ class TriggerSpec:
 
     @staticmethod
     def leg_half_of(layout: LegLayout, start: np.ndarray, count: np.ndarray) -> np.ndarray:
-        """:meth:`half_of` in a HIER leg's interleaved layout (:meth:`leg_layout`)."""
+        """:meth:`half_of` in a HIER leg's layout: the interleaved one of :meth:`leg_layout`,
+        or a segmented one of :meth:`leg_ring_layout` (``segments``)."""
         start = np.asarray(start, np.int64)
         chunk = layout.chunk
         if layout.segments is not None:
@@ -307,8 +309,9 @@ class TriggerSpec:
 
     @staticmethod
     def leg_chunk_of(layout: LegLayout, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`chunk_of` in a HIER leg's interleaved layout (:meth:`leg_layout`): the chunk
-        group and the position in the leg's group of the member whose chunk it is."""
+        """:meth:`chunk_of` in a HIER leg's layout (the interleaved one of :meth:`leg_layout`,
+        or a segmented one of :meth:`leg_ring_layout`): the chunk group and the position in
+        the leg's group of the member whose chunk it is."""
         group, chunk = layout.group, layout.chunk
         if layout.segments is not None:
             # a segment is cut like a ring block: chunk groups of channels x chunk_size_n
@@ -561,7 +564,7 @@ class TriggerSpec:
         return dict(file=self.where.get("file") or None, field=f"{self.where['field']}.{path}")
 
 
-def _half_in(start: np.ndarray, count: np.ndarray, lo: np.ndarray, span: int,
+def _half_in(start: np.ndarray, count: np.ndarray, lo: np.ndarray, span: "int | np.ndarray",
              group_elems: int, chunk: dict) -> np.ndarray:
     """The half-chunk (0 / 1, -1: none) holding elements [start, start + count) of a ring
     layout over ``[lo, lo + span)`` whose chunk groups cover ``group_elems`` each, chunked by
