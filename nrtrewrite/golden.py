@@ -76,7 +76,8 @@ from nrtrewrite.bundle import (GOLDEN_TEMP_PREFIX, clean_stale_run_temps, lock_f
 # (the CLI's stops: SIGTERM and SIGHUP raised as Terminated while the command runs, later
 # ones ignored during the cleanup, forked children given the default handlers back)
 from nrtrewrite.cli import (DASH_READ, DASH_WRITE, Terminated, ascii_int, encodable,
-                            stop_status, stops_deferred, terminate_cleanly, too_many_digits)
+                            is_dash, stop_status, stops_deferred, terminate_cleanly,
+                            too_many_digits)
 from nrtrewrite.console import exit_status
 from nrtrewrite.emit.formats import name_on_disk
 from nrtrewrite.errors import (NrtRewriteError, ResourceError, escape_line, escape_path,
@@ -286,7 +287,7 @@ def _no_dash(why: str):
     wording, docs/CLI.md "Standard input and output"; until 2026-12-07 ``GOLDEN`` ``-``
     wrote a file named ``-`` and ``MODEL`` ``-`` read one or failed with the OS's line)."""
     def path(text: str) -> str:
-        if text == "-":
+        if is_dash(text):
             raise argparse.ArgumentTypeError(why)
         return text
     return path

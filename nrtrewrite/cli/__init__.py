@@ -515,22 +515,35 @@ EMPTY_PATH = "an empty path"
 #: refused, in one wording for every command (until 2026-12-07 three: click's ``File '-'
 #: does not exist.``, ``-: cannot read: No such file or directory`` and ``--topology``'s
 #: "neither a preset nor a readable file"; ``assemble -o -`` wrote a file named ``-``)
-DASH_READ = "-: reading from the standard input is not supported; give a path (./- for one named -)"
-DASH_WRITE = "-: writing to the standard output is not supported; give a path (./- for one named -)"
+def dash_refusal(what: str) -> str:
+    """The one wording refusing ``-`` for a file, ``what`` being the standard stream's use
+    (``reading from the standard input``): :data:`DASH_READ` and :data:`DASH_WRITE`."""
+    return f"-: {what} is not supported; give a path (./- for one named -)"
 
 
-def no_dash(ctx: click.Context, param: click.Parameter, value):
-    """A parameter's callback refusing ``-`` as a file to read (:data:`DASH_READ`)."""
-    if value == "-":
-        raise click.BadParameter(DASH_READ, ctx=ctx, param=param)
-    return value
+DASH_READ = dash_refusal("reading from the standard input")
+DASH_WRITE = dash_refusal("writing to the standard output")
 
 
-def no_dash_out(ctx: click.Context, param: click.Parameter, value):
-    """A parameter's callback refusing ``-`` as a file to write (:data:`DASH_WRITE`)."""
-    if value == "-":
-        raise click.BadParameter(DASH_WRITE, ctx=ctx, param=param)
-    return value
+def is_dash(value) -> bool:
+    """Whether a path as given is ``-`` (a PathLike never is: ``Path('-')`` names a file)."""
+    return isinstance(value, str) and value == "-"
+
+
+def dash_callback(message: str):
+    """A parameter's callback refusing ``-`` (:func:`is_dash`) with ``message``
+    (:data:`DASH_READ` or :data:`DASH_WRITE`), any other value returned as it is."""
+    def callback(ctx: click.Context, param: click.Parameter, value):
+        if is_dash(value):
+            raise click.BadParameter(message, ctx=ctx, param=param)
+        return value
+    return callback
+
+
+#: A parameter's callback refusing ``-`` as a file to read (:data:`DASH_READ`).
+no_dash = dash_callback(DASH_READ)
+#: A parameter's callback refusing ``-`` as a file to write (:data:`DASH_WRITE`).
+no_dash_out = dash_callback(DASH_WRITE)
 
 
 class PathArg(click.Path):
@@ -545,7 +558,7 @@ class PathArg(click.Path):
     def convert(self, value, param, ctx):
         if isinstance(value, str) and value == "":  # (Path('') is '.', the working folder)
             self.fail(EMPTY_PATH, param, ctx)
-        if isinstance(value, str) and value == "-":
+        if is_dash(value):
             self.fail(DASH_READ, param, ctx)
         try:
             return super().convert(value, param, ctx)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from nrtrewrite.cli import (DASH_READ, IntRange, JsonErrorCommand, OneValue, PathArg,
+from nrtrewrite.cli import (DASH_READ, IntRange, JsonErrorCommand, OneValue, PathArg, is_dash,
                             WholeWriter, json_why, main, note, stderr_console, stopped_why,
                             stops_deferred, warn)
 from nrtrewrite.diff import (Report, check_ignored, checksum_note, compare, layout_note,
@@ -143,7 +143,7 @@ class _OutputFolder(PathArg):
     not an output folder)."""
 
     def convert(self, value, param, ctx):
-        if isinstance(value, str) and value == "-":
+        if is_dash(value):
             self.fail(DASH_READ, param, ctx)
         if isinstance(value, (str, os.PathLike)) and value != "" and os.path.isfile(value):
             shown = path_text(value)
