@@ -114,9 +114,11 @@ def _pastable(value) -> str | None:
 def _tar_word(value) -> str | None:
     """``value``'s path as the word after ``tar xzf`` (:func:`_pastable`, None where it is
     not): a relative path that ``tar`` would read as another file is given as ``./PATH`` -
-    ``-`` (standard input: ``tar xzf - -C D`` waits on the terminal), a name beginning
-    ``-``, and a name with ``:`` before any ``/`` (GNU tar's ``HOST:FILE``, a remote
-    archive)."""
+    a name beginning ``-`` and a name with ``:`` before any ``/`` (GNU tar's ``HOST:FILE``,
+    a remote archive).  ``-`` itself (standard input: ``tar xzf - -C D`` waits on the
+    terminal) never reaches here from the CLI, which refuses it earlier
+    (:meth:`_OutputFolder.convert`, :data:`DASH_READ`); the case remains only for a caller
+    passing a PathLike ``Path('-')``, a file named ``-``, given as ``./-``."""
     path = os.fspath(value)
     text = path.decode("utf-8", "surrogateescape") if isinstance(path, bytes) else path
     if not os.path.isabs(text) and (text.startswith("-") or ":" in text.split("/", 1)[0]):
