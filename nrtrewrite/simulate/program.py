@@ -1102,7 +1102,9 @@ class RankDecoder:
         self._check_leg_halves(r, lambda i: (
             "SINGLE_CYCLE_RING trigger chunks as the ring" if lay[int(spi[i])] is None else
             f"HIER inter_allr leg chunks as the ring over its slice [{lay[int(spi[i])].lo}, "
-            f"{lay[int(spi[i])].lo + lay[int(spi[i])].span}) of the message"))
+            f"{lay[int(spi[i])].lo + lay[int(spi[i])].span}) of the message"), lambda i: (
+            "trigger's chunk layout" if lay[int(spi[i])] is None else
+            f"HIER {escape_controls(self.entry_leg[int(spi[i])])} leg's layout"))
         # a channel (its (entry, channel) group of legs.bin) with a ring leaf whose root is
         # not on the channel's ring (no hops) is not checked here: its largest step is not
         # known; a leaf of another role was named above
