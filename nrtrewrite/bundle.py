@@ -807,12 +807,21 @@ def _working_folder_inside(out: Path) -> str | None:
         here = Path(os.getcwd())
     except (OSError, RuntimeError):
         return None
-    for folder in (here, *here.parents):
+    folder = _folder_among(out_st, (here, *here.parents))
+    if folder is None:
+        return None
+    what = "is" if folder == here else "holds"
+    return (f"{_shown(out)} {what} the working folder; nrtrewrite never replaces "
+            "the folder it runs in nor one above it: choose another output folder")
+
+
+def _folder_among(out_st: os.stat_result, folders: Iterable[Path]) -> Path | None:
+    """The first of ``folders`` that is the folder ``out_st`` describes, by identity (a
+    folder that cannot be looked at passed over), or None."""
+    for folder in folders:
         try:
             if _same_file(os.stat(folder), out_st):
-                what = "is" if folder == here else "holds"
-                return (f"{_shown(out)} {what} the working folder; nrtrewrite never replaces "
-                        "the folder it runs in nor one above it: choose another output folder")
+                return folder
         except OSError:
             continue
     return None
@@ -834,15 +843,10 @@ def _model_inside(out: Path, model: str | None) -> str | None:
         os.stat(real)
     except (OSError, RuntimeError):
         return None  # no such model file (a model read from bytes): nothing to protect
-    for folder in real.parents:
-        try:
-            if _same_file(os.stat(folder), out_st):
-                return (f"{_shown(out)} holds the input model {escape_path(model)}; "
-                        "nrtrewrite never replaces nor deletes its input: choose another output "
-                        "folder")
-        except OSError:
-            continue
-    return None
+    if _folder_among(out_st, real.parents) is None:
+        return None
+    return (f"{_shown(out)} holds the input model {escape_path(model)}; "
+            "nrtrewrite never replaces nor deletes its input: choose another output folder")
 
 
 def _foreign_entry(out: Path, model: str | None, model_st: os.stat_result | None = None
