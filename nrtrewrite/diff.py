@@ -1348,27 +1348,35 @@ def _walk_members(rep: Report, name: str, fa: _NeffFile, fb: _NeffFile,
         why = err.why
     else:
         try:
-            for member, xa in wa:
-                xb = b.find(member, xa)
-                where = f"{name}:{member}"
-                if xb is None:
-                    other.append(member)
-                    rep.add([Difference(where, None, "member", True, False)])
-                elif xb is not _SAME and xb != xa:
-                    other.append(member)
-                    _member_diff(rep, where, xa, xb, (kicks or {}).get(member, frozenset()))
-                del xa, xb  # (not held while the next members are decompressed)
-            for member in b.rest():
-                other.append(member)
-                rep.add([Difference(f"{name}:{member}", None, "member", False, True)])
+            _in_step(rep, name, wa, b, kicks or {}, other)
             return None
-        except _Damaged as err:
+        except _Damaged as err:  # (A's member last handed over went with _in_step's frame:
+            # not held while A is read to its end)
             why = err.why
-            xa = xb = None  # noqa: F841 (A's member not held while A is read to its end)
         finally:
             b.close()
     _drain(wa)
     return why
+
+
+def _in_step(rep: Report, name: str, wa: Iterator[tuple[str, bytes]], b: _BMembers,
+             kicks: dict[str, set[int]], other: list) -> None:
+    """:func:`_walk_members`' comparison: A's members from walk ``wa`` each against B's of
+    that name, then B's that A does not have.  Its own function so that the members it
+    holds go with its frame, whatever it raises (B's :class:`_Damaged`)."""
+    for member, xa in wa:
+        xb = b.find(member, xa)
+        where = f"{name}:{member}"
+        if xb is None:
+            other.append(member)
+            rep.add([Difference(where, None, "member", True, False)])
+        elif xb is not _SAME and xb != xa:
+            other.append(member)
+            _member_diff(rep, where, xa, xb, kicks.get(member, frozenset()))
+        del xa, xb  # (not held while the next members are decompressed)
+    for member in b.rest():
+        other.append(member)
+        rep.add([Difference(f"{name}:{member}", None, "member", False, True)])
 
 
 def _neff_members_diff(rep: Report, name: str, a: Path, b: Path,

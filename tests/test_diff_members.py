@@ -343,6 +343,38 @@ def test_one_member_of_each_side_is_held_at_a_time(tmp_path, monkeypatch, case):
     assert new < most * 4 * MIB, new / MIB
 
 
+def test_a_member_of_a_is_not_held_while_a_is_read_to_its_end_after_b_s_damage(
+        tmp_path, monkeypatch):
+    """B's reader error after its first members: A is then read to its end for its own
+    errors (``_drain``), and A's member compared last is no longer held (4 MiB each here:
+    what is traced when the drain begins is the small rest, well under one member).  Passes
+    before and after the tidy that moved the loop into ``_in_step`` (the release was a
+    ``xa = xb = None`` pyflakes read as unused); fails where A's member stays bound."""
+    import tracemalloc
+    members = _big(6, 2)
+    changed = _edit(members, change={k: (lambda x: _flip(x, len(x) - 60)) for k, _ in members})
+    a = _neff(tmp_path / "a.neff", members, level=1)
+    good = gzip.compress(build_tar(changed), compresslevel=1, mtime=0)
+    b = tmp_path / "b.neff"  # (cut in its third member: damaged after two)
+    b.write_bytes(wrap_payload(default_header(), good[:len(good) // 3]))
+    at_drain = []
+    drain = D._drain
+
+    def traced_drain(walk):
+        at_drain.append(tracemalloc.get_traced_memory()[0])
+        drain(walk)
+
+    monkeypatch.setattr(D, "_drain", traced_drain)
+    tracemalloc.start()
+    try:
+        rep = D.Report(None)
+        D._neff_members_diff(rep, "m.neff", a, b)
+    finally:
+        tracemalloc.stop()
+    assert rep.count == 1  # (the one damaged line: the members' differences not reported)
+    assert len(at_drain) == 1 and at_drain[0] < 2 * MIB, at_drain[0] / MIB
+
+
 def test_the_peak_rss_of_diff_holds_one_member_of_each_side_not_the_files(tmp_path):
     """A fresh process, NEFFs of four 16 MiB incompressible members (64 MiB files): the
     peak RSS while comparing grows by about one member of each side, not by both files
