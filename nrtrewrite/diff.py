@@ -237,20 +237,46 @@ class FileCount:
                 "differing_records": self.differing_records, "fields": dict(self.fields)}
 
 
+@dataclass
+class ValueCount:
+    """The differing values of one manifest (or JSON member of the rewritten NEFF) where
+    ``--max`` left some of them out: ``differing`` lines of its key paths, ``shown`` of them
+    shown, ``keys``: its top-level key (``(root)`` for the document itself) -> lines under
+    it (docs/CLI.md "diff")."""
+
+    where: str
+    differing: int
+    shown: int
+    keys: dict[str, int] = field(default_factory=dict)
+
+    def line(self, name: Callable[[str], str] = str) -> str:
+        """The line; ``name`` shows ``where`` (as :meth:`Difference.line`)."""
+        per = ", ".join(f"{k} {v}" for k, v in self.keys.items())
+        return (f"{name(self.where)}: {self.shown} of {self.differing} differing values "
+                f"shown ({per})")
+
+    def to_json(self) -> dict:
+        return {"where": self.where, "differing_values": self.differing, "shown": self.shown,
+                "keys": dict(self.keys)}
+
+
 class Report:
     """Where the differences go as they are found: every difference is counted
     (:attr:`count`), only the first ``limit`` (None: all) are formatted and handed to
     ``on_difference(index, lines)``; ``on_file(FileCount)`` gets each artifact file whose
     records differ (and each NEFF instruction stream whose instructions differ) once it has
-    been compared.  A difference is one item (a differing record, manifest value, entry,
-    header field, member or instruction) shown as one or more :class:`Difference` lines.
+    been compared; ``on_values(ValueCount)`` each manifest or NEFF JSON member some of whose
+    differing values ``limit`` left out.  A difference is one item (a differing record,
+    manifest value, entry, header field, member or instruction) shown as one or more
+    :class:`Difference` lines.
     Each hand-over runs with the counts that say it happened inside ``atomic()`` (the CLI's
     ``stops_deferred``: a stop cannot come between a block's lines and its count, or in the
     middle of its lines)."""
 
     def __init__(self, limit: int | None = None, on_difference=None, on_file=None,
                  on_records=None, atomic=contextlib.nullcontext, on_checksum=None,
-                 strict: bool = False, on_layout=None, on_recompressed=None):
+                 strict: bool = False, on_layout=None, on_recompressed=None,
+                 on_values=None):
         self.atomic = atomic
         self.limit = limit
         self.count = 0
@@ -273,6 +299,9 @@ class Report:
         #: their payloads' bytes differ (:func:`recompressed_note`), a note beside the
         #: difference
         self.on_recompressed = on_recompressed or (lambda name: None)
+        #: ``on_values(ValueCount)``: a manifest's or a NEFF JSON member's count past ``limit``
+        #: (:meth:`add_values`)
+        self.on_values = on_values or (lambda vc: None)
 
     def room(self) -> int | None:
         """How many more differences will be shown (None: no limit)."""
@@ -304,6 +333,26 @@ class Report:
         """Each line one difference (a manifest's keys and values)."""
         for d in diffs:
             self.add([d])
+
+    def add_values(self, where: str, diffs: Iterable[Difference], objects: bool) -> None:
+        """The key paths' lines of manifest (or NEFF JSON member) ``where``, each one
+        difference (:meth:`add_each`); then, when some of them are not shown (past
+        ``limit``), its :class:`ValueCount` to ``on_values``: how many differ, how many are
+        shown, and how many under each top-level key (``objects``: both documents are
+        objects; otherwise every line is under ``(root)``)."""
+        count, shown = self.count, self.shown
+        keys: dict[str, int] = {}
+
+        def tallied() -> Iterator[Difference]:
+            for d in diffs:
+                label = _key_text(d.path[:1]) if objects else "(root)"
+                keys[label] = keys.get(label, 0) + 1
+                yield d
+
+        self.add_each(tallied())
+        if self.shown - shown < self.count - count:
+            with self.atomic():
+                self.on_values(ValueCount(where, self.count - count, self.shown - shown, keys))
 
     def add_records(self, where: str, name: str, recs: np.ndarray, xa: np.ndarray,
                     xb: np.ndarray) -> None:
@@ -1081,7 +1130,8 @@ def _member_diff(rep: Report, where: str, ma: bytes, mb: bytes,
             pass
         else:
             before = rep.count
-            rep.add_each(_json_diff(where, ja, jb))
+            rep.add_values(where, _json_diff(where, ja, jb),
+                           isinstance(ja, dict) and isinstance(jb, dict))
             if rep.count == before:  # the same JSON in other bytes: its layout (as the top
                 # manifest's, a note; --strict, a difference)
                 _layout(rep, [Difference(where, None, LAYOUT_FIELD,
@@ -1158,7 +1208,7 @@ class _Deferred(Report):
 
     def __init__(self, rep: Report, most: int):
         super().__init__(rep.room(), self._keep, on_file=self._file, strict=rep.strict,
-                         on_layout=self._note)
+                         on_layout=self._note, on_values=self._values)
         self.rep, self.most, self.held, self.kept = rep, most, [], 0
 
     def _keep(self, index: int, lines: list[Difference]) -> None:
@@ -1173,6 +1223,9 @@ class _Deferred(Report):
     def _file(self, fc: FileCount) -> None:
         self.held.append(("file", fc))
 
+    def _values(self, vc: ValueCount) -> None:
+        self.held.append(("values", vc))
+
     def flush(self) -> None:
         # the shown differences are the first ones: replayed in order, rep shows them all
         # (with the notes and the members' count lines where they came), then the others
@@ -1182,7 +1235,8 @@ class _Deferred(Report):
                 self.rep.add(item)
             else:
                 with self.rep.atomic():
-                    (self.rep.on_layout if kind == "layout" else self.rep.on_file)(item)
+                    {"layout": self.rep.on_layout, "file": self.rep.on_file,
+                     "values": self.rep.on_values}[kind](item)
         self.rep.add_many(self.count - self.shown)
         self.held, self.kept = [], 0
 
@@ -1826,8 +1880,9 @@ def _rank_manifest_diff(rep: Report, r: str, pa: Path, pb: Path, in_a: bool,
     if doc_b is None:
         return False
     n_held = sum(map(len, held.values()))
-    rep.add_each(_hold_checksums(_json_diff(where, doc_a, doc_b, keyed=True), _rank_checksum,
-                                 held))
+    rep.add_values(where, _hold_checksums(_json_diff(where, doc_a, doc_b, keyed=True),
+                                          _rank_checksum, held),
+                   isinstance(doc_a, dict) and isinstance(doc_b, dict))
     n_new = sum(map(len, held.values())) - n_held  # (its checksum keys' lines)
     same = rep.count == before and n_new == 0
     if (rep.strict and rep.count == before
@@ -2053,9 +2108,10 @@ def compare(a: str | Path, b: str | Path, rep: Report, ignore: Iterable[str] = (
                 on_versions(va, vb)
         if why is not None:  # a key twice: damage, and the manifests compared as JSON reads B
             rep.add([_damaged("manifest.json", f"field {fld}: {why}" if fld else why)])
-        rep.add_each(_hold_checksums(_json_diff("manifest.json", _without(ma, ignore),
-                                                _without(mb, ignore), keyed=True),
-                                     _top_checksum, held))
+        rep.add_values("manifest.json",
+                       _hold_checksums(_json_diff("manifest.json", _without(ma, ignore),
+                                                  _without(mb, ignore), keyed=True),
+                                       _top_checksum, held), True)
         n_held = sum(map(len, held.values()))
         if (rep.count == before and not _ignored_differ(ignore, ma, mb)
                 and (n_held == 0 or not same_layout(a / "manifest.json", b / "manifest.json",

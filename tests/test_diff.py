@@ -1312,3 +1312,108 @@ def test_diff_of_a_plain_tar_says_tar_xf_and_the_recipe_runs(tmp_path):
                                   env={**os.environ, "TMPDIR": str(tmp_path)}).stdout)
         res = CliRunner().invoke(main, ["diff", str(out), str(extracted)])
         assert res.exit_code == 0, res.output
+
+
+def test_a_manifests_count_line_comes_past_max(pair):
+    """RELIABILITY §6, the fifty-sixth session's "Left": past ``--max`` a manifest got no
+    count line (artifacts and instruction streams do).  Now, where ``--max`` leaves out some
+    of a manifest's differing values, after its shown lines: ``WHERE: K of N differing
+    values shown (KEY n, ...)``, K shown of N, per top-level key (in ``--json``, ``values``).
+    By hand: B's top manifest gets ``input.extra`` and ``input.name`` (input 2),
+    ``triggers[0].chunk.pgta`` + 7 (triggers 1), ``zz_a`` and ``zz_b`` (1 each): 5 values;
+    rank 0's manifest ``k1``, ``k2``, ``k3`` (3; its checksum in the top manifest left stale:
+    its file differs, so no line, CLI.md).  Sorted keys: input, triggers, zz_a, zz_b."""
+    a, b = pair
+    top = json.loads((b / "manifest.json").read_text())
+    name = top["input"]["name"]
+    pgta = top["triggers"][0]["chunk"]["pgta"]
+    top["input"]["name"] = "x.neff"
+    top["input"]["extra"] = 1
+    top["triggers"][0]["chunk"]["pgta"] += 7
+    top["zz_a"], top["zz_b"] = True, [1]
+    (b / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+    rank = json.loads((b / "rank-0000" / "manifest.json").read_text())
+    rank.update(k1=1, k2=2, k3=3)
+    (b / "rank-0000" / "manifest.json").write_text(json.dumps(rank, indent=1) + "\n")
+    lines = ["manifest.json input.extra: <absent> != 1",
+             f'manifest.json input.name: "{name}" != "x.neff"',
+             f"manifest.json triggers[0].chunk.pgta: {pgta} != {pgta + 7}",
+             "manifest.json zz_a: <absent> != true",
+             "manifest.json zz_b: <absent> != [1]",
+             "rank-0000/manifest.json k1: <absent> != 1",
+             "rank-0000/manifest.json k2: <absent> != 2",
+             "rank-0000/manifest.json k3: <absent> != 3"]
+    top_count = ("manifest.json: {} of 5 differing values shown (input 2, triggers 1, zz_a 1, "
+                 "zz_b 1)")
+    rank_count = "rank-0000/manifest.json: {} of 3 differing values shown (k1 1, k2 1, k3 1)"
+
+    def run(*args):
+        res = CliRunner().invoke(main, ["diff", str(a), str(b), *args])
+        assert res.exit_code == 1
+        return res.stdout.splitlines()
+
+    more = "... {} more differences (--max 0 shows all)"
+    assert run("--max", "2") == [*lines[:2], top_count.format(2), rank_count.format(0),
+                                 more.format(6), "8 difference(s)"]
+    assert run("--max", "6") == [*lines[:6], rank_count.format(1), more.format(2),
+                                 "8 difference(s)"]
+    assert run("--max", "5") == [*lines[:5], rank_count.format(0), more.format(3),
+                                 "8 difference(s)"]
+    for n in ("0", "8", "50"):  # (all shown: no count line, as before)
+        assert run("--max", n) == [*lines, "8 difference(s)"]
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--json", "--max", "2"])
+    doc = json.loads(res.stdout)
+    assert (doc["count"], doc["shown"]) == (8, 2)
+    assert doc["values"] == [
+        {"where": "manifest.json", "differing_values": 5, "shown": 2,
+         "keys": {"input": 2, "triggers": 1, "zz_a": 1, "zz_b": 1}},
+        {"where": "rank-0000/manifest.json", "differing_values": 3, "shown": 0,
+         "keys": {"k1": 1, "k2": 1, "k3": 1}}]
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--json"])
+    assert "values" not in json.loads(res.stdout)
+
+
+def test_a_neff_json_members_count_line_comes_past_max(pair):
+    """The same for a JSON member of the rewritten NEFF (RELIABILITY §6, fifty-sixth
+    session's "Left"): B's ``neff.json`` ``{"neff_like_version": 1, "subgraphs": ["sg00"]}``
+    (NEFF-LIKE.md) made ``{..., "subgraphs": ["sg00", "sg01", "sg02"], "x": 1}``: the
+    list's length and its two added elements (subgraphs 3) and ``x`` (1), 4 values, after
+    the NEFF's header lines (``data_size`` when the payload's size changed, ``hash``).  A
+    member whose document is no object counts every line under ``(root)``."""
+    a, b = pair
+    neff = _neff_of(a)
+
+    def edit(members):
+        doc = json.loads(members["neff.json"])
+        assert doc == {"neff_like_version": 1, "subgraphs": ["sg00"]}
+        doc["subgraphs"] += ["sg01", "sg02"]
+        doc["x"] = 1
+        members["neff.json"] = json.dumps(doc).encode()
+
+    _rebuild_neff(b / neff.name, edit)
+    da, db = neff.read_bytes(), (b / neff.name).read_bytes()
+    size_a, size_b = (int.from_bytes(x[16:24], "little") for x in (da, db))
+    header = [f"{neff.name} header.data_size: {size_a} != {size_b}"] if size_a != size_b else []
+    header.append(f"{neff.name} header.hash: '{da[172:204].hex()}' != '{db[172:204].hex()}'")
+    m = f"{neff.name}:neff.json"
+    lines = [f"{m} subgraphs (length): 1 != 3", f'{m} subgraphs[1]: <absent> != "sg01"',
+             f'{m} subgraphs[2]: <absent> != "sg02"', f"{m} x: <absent> != 1"]
+    n = len(header) + 4
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--max", str(len(header) + 1)])
+    assert res.exit_code == 1
+    assert res.stdout.splitlines() == [
+        *header, lines[0], f"{m}: 1 of 4 differing values shown (subgraphs 3, x 1)",
+        "... 3 more differences (--max 0 shows all)", f"{n} difference(s)"]
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--max", "0"])
+    assert res.stdout.splitlines() == [*header, *lines, f"{n} difference(s)"]
+    doc = json.loads(CliRunner().invoke(main, ["diff", str(a), str(b), "--json", "--max",
+                                               "1"]).stdout)
+    assert doc["values"] == [{"where": m, "differing_values": 4, "shown": 0,
+                              "keys": {"subgraphs": 3, "x": 1}}]
+    # a document that is no object: every line under (root), by the unit (Report)
+    got = []
+    rep = D.Report(1, on_values=got.append)
+    D._member_diff(rep, "m.neff:l.json", b"[1, 2]", b"[1, 3, 4]")
+    assert (rep.count, rep.shown) == (3, 1)  # (length), [1], [2]
+    assert [v.line() for v in got] == [
+        "m.neff:l.json: 1 of 3 differing values shown ((root) 3)"]

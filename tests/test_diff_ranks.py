@@ -79,3 +79,49 @@ def test_ranks_of_one_length_in_another_order_or_replaced(kept, tmp_path):
         res = _invoke(three, b)
         assert res.exit_code == 1
         assert res.stdout == "".join(f"{x}\n" for x in lines) + f"{len(lines)} difference(s)\n"
+
+
+@pytest.fixture(scope="module")
+def one(tmp_path_factory):
+    """mix8 lowered keeping rank 0 alone."""
+    return lower_to(FIX / "mix8.neff", tmp_path_factory.mktemp("ranks1") / "one", [0])
+
+
+def test_ranks_removed_or_added_past_max_get_the_manifests_count_line(kept, one):
+    """More ranks removed (or added) than ``--max`` shows (the carried list): ranks 0, 1, 7
+    against rank 0 alone, by CLI.md's rules: the top manifest's 5 differing values
+    (``rank_manifests`` 2: rank-0001's and rank-0007's checksums; ``ranks`` 3: its length
+    and the two ranks), then the two rank folders (one difference each).  Where ``--max``
+    leaves some of the manifest's values out its count line says how many, per top-level
+    key, as the other count lines (text, and ``--json``'s ``values``); the rank folders,
+    each one difference of its own (as a member on one side only), have none."""
+    three, _ = kept
+    m1, m7 = (_sha(three / f"rank-000{r}" / "manifest.json") for r in (1, 7))
+    removed = [f'manifest.json rank_manifests.rank-0001: "{m1}" != <absent>',
+               f'manifest.json rank_manifests.rank-0007: "{m7}" != <absent>',
+               "manifest.json ranks (length): 3 != 1",
+               "manifest.json ranks[rank=1]: 1 != <absent>",
+               "manifest.json ranks[rank=7]: 7 != <absent>",
+               "rank-0001 folder: True != False", "rank-0007 folder: True != False"]
+    added = [f'manifest.json rank_manifests.rank-0001: <absent> != "{m1}"',
+             f'manifest.json rank_manifests.rank-0007: <absent> != "{m7}"',
+             "manifest.json ranks (length): 1 != 3",
+             "manifest.json ranks[rank=1]: <absent> != 1",
+             "manifest.json ranks[rank=7]: <absent> != 7",
+             "rank-0001 folder: False != True", "rank-0007 folder: False != True"]
+    count = "manifest.json: {} of 5 differing values shown (rank_manifests 2, ranks 3)"
+    more = "... {} more differences (--max 0 shows all)"
+    for x, y, lines in ((three, one, removed), (one, three, added)):
+        for k in (1, 2, 4):  # (fewer shown than the ranks removed, ...)
+            res = _invoke(x, y, "--max", k)
+            assert res.exit_code == 1
+            assert res.stdout.splitlines() == [*lines[:k], count.format(k),
+                                               more.format(7 - k), "7 difference(s)"]
+        res = _invoke(x, y, "--max", 6)  # (the manifest's all shown: no count line)
+        assert res.stdout.splitlines() == [
+            *lines[:6], "... 1 more difference (--max 0 shows all)", "7 difference(s)"]
+        assert _invoke(x, y, "--max", 0).stdout.splitlines() == [*lines, "7 difference(s)"]
+        doc = json.loads(_invoke(x, y, "--json", "--max", 1).stdout)
+        assert doc["values"] == [{"where": "manifest.json", "differing_values": 5, "shown": 1,
+                                  "keys": {"rank_manifests": 2, "ranks": 3}}]
+        assert (doc["count"], doc["shown"], doc["files"]) == (7, 1, [])
