@@ -1653,7 +1653,7 @@ class _WayOut:
     beats: bool
     flat: tuple[EncAlgType, ...]
     over: tuple[tuple[str, str], ...]
-    stops: tuple[tuple[str, int], ...] = ()
+    stops: tuple[tuple[str, int, str], ...] = ()  # (the text, the trigger, a model stop's why)
     added: tuple[tuple[str, int], ...] = ()  # (a leg forced for another trigger, it)
     op: "EncOpType | None" = None
     scoped: tuple[tuple[str, EncAlgType], ...] = ()
@@ -1736,22 +1736,35 @@ _PLANNING: list[str] = []
 MODEL_STOP = -1
 
 
-def stops_text(source: str, stops: Iterable[tuple[str, int]]) -> list[str]:
+def stops_text(source: str, stops: Iterable[tuple]) -> list[str]:
     """The ways out some trigger (or the model, :data:`MODEL_STOP`) still stops under
-    (``stops``: the ``--algo`` text, the trigger), one text a trigger in the order first met,
-    naming every way it stops: ``trigger 1 still stops under --algo 'single_cycle_ring'``,
-    ``trigger 1 still stops under each of --algo 'single_cycle_ring' and
-    'single_step_mesh'``, ``the model still stops under ...`` (until 2026-12-07 one text a
-    way, the trigger said again for each)."""
-    by_stop: dict[int, list[str]] = {}
-    for text, k in stops:
-        by_stop.setdefault(k, []).append(text)
+    (``stops``: the ``--algo`` text, the trigger, and for the model the refusal's reason),
+    one text a trigger in the order first met, naming every way it stops:
+    ``trigger 1 still stops under --algo 'single_cycle_ring'``, ``trigger 1 still stops under
+    each of --algo 'single_cycle_ring' and 'single_step_mesh'`` (until 2026-12-07 one text a
+    way, the trigger said again for each); the model's with why, the refusal ``lower`` under
+    the way gives (the layout past the core window, a rank's SPAD entries or descriptors
+    over all its subgraphs), once where the ways share it, else after each: ``the model
+    still stops under --algo 'a' (the model's DRAM vars ...)`` (until 2026-12-07 ``the
+    model`` alone, without why: fixer 57d)."""
+    by_stop: dict[int, list[tuple[str, str]]] = {}
+    for text, k, *why in stops:
+        by_stop.setdefault(k, []).append((text, why[0] if why else ""))
     out = []
-    for k, texts in by_stop.items():
-        who = "the model" if k == MODEL_STOP else f"trigger {k}"
-        ways = (f"{source} {texts[0]!r}" if len(texts) == 1
-                else f"each of {source} {_and([repr(t) for t in texts])}")
-        out.append(f"{who} still stops under {ways}")
+    for k, ways in by_stop.items():
+        texts = [text for text, _ in ways]
+        whys = [why for _, why in ways]
+        if k != MODEL_STOP:
+            said = (f"{source} {texts[0]!r}" if len(texts) == 1
+                    else f"each of {source} {_and([repr(t) for t in texts])}")
+            out.append(f"trigger {k} still stops under {said}")
+        elif len(set(whys)) == 1:  # (one reason: said once, after the ways)
+            said = (f"{source} {texts[0]!r}" if len(texts) == 1
+                    else f"each of {source} {_and([repr(t) for t in texts])}")
+            out.append(f"the model still stops under {said} ({whys[0]})")
+        else:
+            out.append(f"the model still stops under {source} "
+                       + _and([f"{t!r} ({why})" for t, why in ways]))
     return out
 
 
@@ -1767,7 +1780,7 @@ def _and(words: list[str]) -> str:
 
 def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topology, *,
                   policy: Policy = DEFAULT_POLICY, host_cc: bool = False,
-                  ways_stop: "dict[str, tuple[int | None, dict[str, EncAlgType], dict | None]] | None" = None,
+                  ways_stop: "dict[str, tuple] | None" = None,
                   model: Model | None = None) -> NrtRewriteError:
     """``err``, a refusal of :func:`_legs_left_none` or the BD gate's (:func:`_no_engine_fits`)
     at one trigger, with its ways out checked against every trigger of the model
@@ -1790,8 +1803,9 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
     ``'allreduce:single_cycle_ring'`` lowers).  Any other error is returned as it is.
 
     ``ways_stop``: where each way's ``--algo`` text stops (the first trigger and the legs it
-    leaves none, or None) and each trigger's selection as ``lower`` lowers it under the way
-    (None where it stops), kept across calls for one model, topology, policy and
+    leaves none, or None), each trigger's selection as ``lower`` lowers it under the way
+    (None where it stops) and, where it stops at no trigger, the reason (:func:`stops_text`;
+    else ""), kept across calls for one model, topology, policy and
     ``host_cc`` by a caller that holds the ways of many refused requests (``explain``, one
     call a refused request: until 2026-12-07 each call selected every trigger again under
     each way, 563 s for 1,000 triggers under ``--algo '^ring'``)."""
@@ -1808,7 +1822,10 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
             memo[text] = stop_of(text)
         return memo[text][:2]
 
-    def stop_of(text: str) -> tuple[int | None, dict[str, EncAlgType], dict | None]:
+    def why_of(text: str) -> str:  # (a model stop's reason: stops_text)
+        return memo[text][3]
+
+    def stop_of(text: str) -> tuple[int | None, dict[str, EncAlgType], dict | None, str]:
         override = parse_algo_override(text)
         seen = set()
         for t in triggers:
@@ -1819,12 +1836,12 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
             try:
                 sel = select(t, topo, override=override, policy=policy, host_cc=host_cc)
             except _LegsLeftNone as left:
-                return t.ordinal, left.forced, None
+                return t.ordinal, left.forced, None, ""
             except NrtRewriteError:
-                return t.ordinal, {}, None
+                return t.ordinal, {}, None, ""
             if (lowered_bd_refusal(t, sel, topo, policy, host_cc) is not None
                     or _lower_refuses(t)):  # (lower's own checks: whatever the engine)
-                return t.ordinal, {}, None
+                return t.ordinal, {}, None, ""
         if model is not None and policy == DEFAULT_POLICY and not _PLANNING:
             # (lower's plan of the model; a refusal of a selection there is not held again)
             from nrtrewrite.lower import plan_refusal  # (lower imports this module)
@@ -1836,9 +1853,15 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
                 _PLANNING.pop()
             if refused is not None:
                 k = refused.where.trigger
-                return (MODEL_STOP if k is None else k), {}, None
-            return None, {}, lowered
-        return None, {}, None
+                if k is not None:
+                    return k, {}, None, ""
+                # (no trigger: the refusal's reason, with its rank where it names one, is
+                # said with the model's stop; until 2026-12-07 "the model" alone)
+                rank = refused.where.rank
+                return (MODEL_STOP, {}, None,
+                        refused.why if rank is None else f"rank {rank}: {refused.why}")
+            return None, {}, lowered, ""
+        return None, {}, None, ""
 
     def scoped(a: EncAlgType, op: EncOpType, clauses: Iterable[tuple[object, str]]
                ) -> str | None:
@@ -1870,7 +1893,7 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
             if k is None:
                 fits.append(a)
                 continue
-            stops.append((a.name.lower(), k))
+            stops.append((a.name.lower(), k, why_of(a.name.lower())))
             text = None if op is None else scoped(a, op, clauses)
             if text is not None:
                 ways.append((text, a))
@@ -1884,7 +1907,7 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
             return err
         return err.reworded(_no_engine_fits(bd_way.req, bd_way.cands, bd_way.gated,
                                             bd_way.override, kept, stopped, ways))
-    stopped_at: list[tuple[str, int]] = []
+    stopped_at: list[tuple[str, int, str]] = []
     added: list[tuple[str, int]] = []
     forced = None if way.forced is None else dict(way.forced)
     if forced is not None:
@@ -1893,13 +1916,13 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
             if k is None:
                 break
             if not more or set(more) <= set(forced):
-                stopped_at.append((way.text_of(forced), k))
+                stopped_at.append((way.text_of(forced), k, why_of(way.text_of(forced))))
                 forced = None
                 break
             added += [(name, k) for name in more if name not in forced]
             forced.update(more)
         else:
-            stopped_at.append((way.text_of(forced), k))
+            stopped_at.append((way.text_of(forced), k, why_of(way.text_of(forced))))
             forced = None
     flat, stopped, ways = flat_ways(way.flat, way.op, way.clauses)
     stopped_at += stopped
@@ -2310,7 +2333,7 @@ NO_ENGINE_TAKES = "no engine the default selection may take"
 def _no_engine_fits(req: Request, cands: dict[EncAlgType, Candidate],
                     gated: list[EncAlgType], override: AlgoOverride | None,
                     forcible: list[EncAlgType],
-                    stops: Iterable[tuple[str, int]] = (),
+                    stops: Iterable[tuple[str, int, str]] = (),
                     scoped: Iterable[tuple[str, EncAlgType]] = ()) -> str:
     """The default selection's refusal when every engine it may take that is legal has a leg
     over ``TPINC_MAX_BDS`` or is refused by its composer (the BD gate, SELECTION.md §3): each

@@ -425,10 +425,19 @@ def test_a_way_out_the_core_window_refuses_is_not_offered_but_the_model_named(tm
     leaves the intra legs none; its two ways, the leg clauses' HIER (6 MiB: the window gate
     passes it over, and nothing else is allowed but SINGLE_CYCLE_RING, 4 MiB) and
     SINGLE_CYCLE_RING forced (4 MiB), were offered and lower refused each at the window.
-    Now neither is offered: the model is named as still stopping under each, one text
-    (SELECTION.md §8).  The expected answers are lower's under each way."""
+    Now neither is offered: the model is named as still stopping under each, one text, with
+    why: the window's refusal lower gives under each way (SELECTION.md §8; until 2026-12-07
+    "the model" alone, without why: fixer 57d).  The expected answers are the layout's
+    rule (vars, then scratch and gateway, DESIGN.md), and lower's under each way."""
     model = window_way_out_model(tmp_path, 3 * MIB)
     topo = ("--topology", "trn2:nodes=2")
+    vars_ = WINDOW - 3 * MIB
+    ways = (("^ring;intra_allg:ring;intra_redsct:ring", 4 * MIB, 2 * MIB),
+            ("single_cycle_ring", 2 * MIB, 2 * MIB))
+    why = {way: (f"the model's DRAM vars, scratch and gateway need {vars_ + scratch + gw} "
+                 f"bytes per core (vars {vars_}, scratch {scratch}, gateway {gw}), more than "
+                 f"the {WINDOW} bytes of the core window below the SBUF window")
+           for way, scratch, gw in ways}
     res = cli("lower", model, *topo, "-j", 1, "--rank", 0, "--algo", "^ring",
               "-o", tmp_path / "refused")
     assert res.exit_code == 2
@@ -436,18 +445,14 @@ def test_a_way_out_the_core_window_refuses_is_not_offered_but_the_model_named(tm
     assert line.endswith(
         "trigger 0: --algo '^ring' leaves the intra_allg leg no legal engine (its engines: "
         f"RING, KANGARING; KANGARING: {KANGARING_WHY}; RING excluded), nor the intra_redsct "
-        "leg any; the model still stops under each of --algo "
-        "'^ring;intra_allg:ring;intra_redsct:ring' and 'single_cycle_ring'"), line
-    vars_ = WINDOW - 3 * MIB
-    for way, scratch, gw in (("^ring;intra_allg:ring;intra_redsct:ring", 4 * MIB, 2 * MIB),
-                             ("single_cycle_ring", 2 * MIB, 2 * MIB)):
+        "leg any; the model still stops under --algo "
+        f"'^ring;intra_allg:ring;intra_redsct:ring' ({why[ways[0][0]]}) and "
+        f"'single_cycle_ring' ({why['single_cycle_ring']})"), line
+    for way, _, _ in ways:
         res = cli("lower", model, *topo, "-j", 1, "--rank", 0, "--algo", way,
                   "-o", tmp_path / "way")
         assert res.exit_code == 2, (way, res.output)
-        assert res.stderr.rstrip().endswith(
-            f"the model's DRAM vars, scratch and gateway need {vars_ + scratch + gw} bytes per "
-            f"core (vars {vars_}, scratch {scratch}, gateway {gw}), more than the {WINDOW} "
-            "bytes of the core window below the SBUF window"), (way, res.stderr)
+        assert res.stderr.rstrip().endswith(why[way]), (way, res.stderr)
     res = cli("explain", model, *topo, "--algo", "^ring", "--json")
     assert res.exit_code == 2 and json.loads(res.stdout)["error"] == \
         line.removeprefix("nrtrewrite: error: ")
@@ -478,6 +483,30 @@ def test_a_way_out_the_core_window_refuses_is_not_offered_but_the_model_named(tm
         assert [t["algorithm"] for t in json.loads(
             (tmp_path / f"way{i}" / "manifest.json").read_text())["triggers"]] == \
             ["SINGLE_CYCLE_RING"]
+
+
+def test_a_model_stop_says_its_why_once_where_its_ways_share_it(tmp_path):
+    """Fixer 57d (RELIABILITY §6's fifty-sixth "Left": a stop naming no trigger said "the
+    model" without why).  The vars alone 1 MiB past the core window: --algo '^ring' is
+    refused at the selection first (lower selects before it lays out memory), and both ways
+    stop at the layout with one reason, the vars' alone (DESIGN.md: no engine's scratch can
+    help), said once after them.  The expected reason: the vars WINDOW + 1 MiB (the fill
+    WINDOW - 2 MiB + 1 MiB, x and y 1 MiB each), and lower's under each way."""
+    model = window_way_out_model(tmp_path, -MIB)
+    topo = ("--topology", "trn2:nodes=2")
+    why = (f"the model's DRAM vars need {WINDOW + MIB} bytes per core, more than the "
+           f"{WINDOW} bytes of the core window below the SBUF window")
+    res = cli("lower", model, *topo, "-j", 1, "--rank", 0, "--algo", "^ring",
+              "-o", tmp_path / "refused")
+    assert res.exit_code == 2
+    assert res.stderr.rstrip().endswith(
+        "nor the intra_redsct leg any; the model still stops under each of --algo "
+        f"'^ring;intra_allg:ring;intra_redsct:ring' and 'single_cycle_ring' ({why})"), \
+        res.stderr
+    for way in ("^ring;intra_allg:ring;intra_redsct:ring", "single_cycle_ring"):
+        res = cli("lower", model, *topo, "-j", 1, "--rank", 0, "--algo", way,
+                  "-o", tmp_path / "way")
+        assert res.exit_code == 2 and res.stderr.rstrip().endswith(why), (way, res.stderr)
 
 
 def test_leg_clauses_the_window_passes_the_refused_trigger_over_are_not_a_second_way(tmp_path):
