@@ -1660,10 +1660,21 @@ class _WayOut:
     idle: tuple[str, ...] = ()  # (forced legs lower under the way runs none of)
     outcome: "EncAlgType | None" = None  # (the refused trigger not HIER: its engine)
     trigger: "int | None" = None
+    #: (op, engine, trigger): an engine forced on another trigger's op in place of leg
+    #: clauses only its first selection needed, idle once the window or SPAD gate passed its
+    #: HIER over for that engine (:func:`model_way_out`)
+    instead: tuple[tuple[EncOpType, EncAlgType, int], ...] = ()
 
-    def text_of(self, forced: dict[str, EncAlgType]) -> str:
-        """The override's clauses with the leg clauses ``forced`` in place of theirs."""
-        return ";".join([text for target, text in self.clauses if target not in forced]
+    def text_of(self, forced: dict[str, EncAlgType],
+                instead: Iterable[tuple[EncOpType, EncAlgType, int]] = ()) -> str:
+        """The override's clauses with the leg clauses ``forced`` in place of theirs, and
+        with an op clause for each of ``instead`` (op, engine, trigger) in place of the op's
+        own, between the two (as a way forcing an engine on an op alone is written)."""
+        instead = list(instead)
+        ops = {op for op, _, _ in instead}
+        return ";".join([text for target, text in self.clauses
+                         if target not in forced and target not in ops]
+                        + [f"{op.name.lower()}:{alg.name.lower()}" for op, alg, _ in instead]
                         + [f"{name}:{alg.name.lower()}" for name, alg in forced.items()])
 
     def line(self) -> str:
@@ -1682,6 +1693,8 @@ class _WayOut:
                 by_trigger.setdefault(k, []).append(name)
             notes += [f"the {_and(names)} leg{'s' if len(names) > 1 else ''} for trigger {k}"
                       for k, names in by_trigger.items()]
+            notes += [f"{alg.name} forced on {op.name} for trigger {k}"
+                      for op, alg, k in self.instead]
             if self.idle and self.outcome is None:  # (some forced legs idle)
                 notes.append(f"the {_and(list(self.idle))} clause"
                              + ("s apply" if len(self.idle) > 1 else " applies")
@@ -1689,7 +1702,7 @@ class _WayOut:
             does = f"runs {runs}"
             if self.outcome is not None:  # (the trigger not HIER: what lower lowers)
                 does, notes = f"lowers trigger {self.trigger} as {self.outcome.name}", []
-            ways.append(f"{self.source} {self.text_of(self.forced)!r} {does}"
+            ways.append(f"{self.source} {self.text_of(self.forced, self.instead)!r} {does}"
                         + (f" ({'; '.join(notes)})" if notes else ""))
         if self.flat:
             ways.append(f"{self.source} may force {' or '.join(a.name for a in self.flat)} "
@@ -1928,6 +1941,7 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
     stopped_at += stopped
     idle: tuple[str, ...] = ()
     outcome = None
+    instead: tuple[tuple[EncOpType, EncAlgType, int], ...] = ()
     lowered = None if forced is None else memo[way.text_of(forced)][2]
     if lowered is not None:
         # (the leg clauses lower under the way runs no leg of: the window or SPAD gate passed
@@ -1946,14 +1960,66 @@ def model_way_out(err: NrtRewriteError, triggers: Iterable[Trigger], topo: Topol
                 forced, idle = None, ()
             else:
                 outcome = mine.alg
+        elif idle and set(idle) <= {name for name, _ in added}:
+            # (clauses only other triggers' first selection needed, idle once the window or
+            # SPAD gate passed their HIER over for another engine: that engine forced on
+            # their op in place of the clauses, offered instead where lower under it lowers
+            # every trigger as under the clauses, warning nothing; until 2026-12-07 the
+            # clauses were offered, said idle, and lower under them warned: fixer 57d,
+            # win_rs_5 and agar6)
+            swap = _idle_swap(way, forced, idle, added, lowered, triggers, first_stop, memo)
+            if swap is not None:
+                forced, instead = swap
+                added = [(name, k) for name, k in added if name not in idle]
+                idle = ()
     new = replace(way, forced=forced, flat=tuple(flat), stops=tuple(stopped_at),
                   added=tuple(added) if forced is not None else (), scoped=tuple(ways),
-                  idle=idle, outcome=outcome, trigger=err.where.trigger)
+                  idle=idle, outcome=outcome, trigger=err.where.trigger,
+                  instead=instead if forced is not None else ())
     if new == way:
         return err
     out = err.reworded(new.line())
     out.way_out = new
     return out
+
+
+def _idle_swap(way: _WayOut, forced: dict[str, EncAlgType], idle: tuple[str, ...],
+               added: list[tuple[str, int]], lowered: dict, triggers: list[Trigger],
+               first_stop: Callable[[str], tuple], memo: dict
+               ) -> "tuple[dict[str, EncAlgType], tuple] | None":
+    """:func:`model_way_out`'s way ``way`` forcing ``forced``, whose ``idle`` leg clauses
+    were forced for other triggers (``added``: leg, trigger) and run by no leg ``lower``
+    under it lowers (``lowered``: each trigger's selection by ordinal): each such trigger's
+    engine as lowered forced on its op in their place, the clauses kept (the leg clauses
+    but the idle ones) and ``instead`` (op, engine, trigger), where ``lower`` under that
+    lowers every trigger as under ``way`` (:func:`_lowered_alike`: the same engines, legs
+    and channels, so the same streams); else None (a trigger kept HIER, two engines for one
+    op, a stop, another outcome)."""
+    by_ordinal = {t.ordinal: t for t in triggers}
+    engine_of: dict[EncOpType, tuple[EncAlgType, int]] = {}
+    for k in sorted({k for name, k in added if name in idle}):
+        sel = lowered.get(k)
+        op = by_ordinal[k].op
+        if sel is None or sel.alg == EncAlgType.HIER or engine_of.get(op, (sel.alg,))[0] != sel.alg:
+            return None
+        engine_of.setdefault(op, (sel.alg, k))
+    kept = {name: alg for name, alg in forced.items() if name not in idle}
+    instead = tuple((op, alg, k) for op, (alg, k) in engine_of.items())
+    text = way.text_of(kept, instead)
+    if first_stop(text)[0] is not None or not _lowered_alike(memo[text][2], lowered):
+        return None
+    return kept, instead
+
+
+def _lowered_alike(a: "dict[int, Selection] | None", b: "dict[int, Selection]") -> bool:
+    """Whether two plans' selections (by ordinal) lower alike: each trigger's engine,
+    channels and legs (their engines, groups and sizes) the same, which is all of a
+    selection the composers and the emitter read but the manifest's reasons."""
+    def key(s: Selection) -> tuple:
+        return (s.alg, s.n_channels, s.hybrid_ring, s.scope,
+                tuple((leg.name, leg.op, leg.alg, leg.sub_type, leg.groups, leg.nbytes)
+                      for leg in s.legs))
+    return a is not None and a.keys() == b.keys() and all(key(a[k]) == key(b[k]) for k in a)
 
 
 def _bd_refused(reason: str) -> bool:

@@ -551,6 +551,79 @@ def test_leg_clauses_the_window_passes_the_refused_trigger_over_are_not_a_second
             ["SINGLE_CYCLE_RING", "HIER"], way
 
 
+def two_ops_window_spec(first: str, room: int) -> dict:
+    """A 1 MiB bf16 ``first`` (all_gather or reduce_scatter) then a 1 MiB bf16 all-reduce
+    over GROUP, after a DRAM var filling the core window so that the vars end ``room`` bytes
+    short of it."""
+    out = {"all_gather": 4 * MIB, "reduce_scatter": MIB // 4}[first]
+    head = {"dtype": "bf16", "src": "a", "dst": "b", "bytes": MIB}
+    if first == "reduce_scatter":
+        head["op"] = "add"
+    return {"header": {"pkg_version": 2, "name": "w", "lnc_size": 2}, "subgraphs": [{
+        "name": "sg00", "replica_groups": [GROUP],
+        "vars": [{"name": "fill", "type": "input", "size": WINDOW - 3 * MIB - out - room},
+                 {"name": "a", "type": "input", "size": MIB},
+                 {"name": "b", "type": "output", "size": out},
+                 {"name": "x", "type": "input", "size": MIB},
+                 {"name": "y", "type": "output", "size": MIB}],
+        "engines": {"sp": [
+            {first: head},
+            {"all_reduce": {"dtype": "bf16", "op": "add", "src": "x", "dst": "y",
+                            "bytes": MIB}}]}}]}
+
+
+@pytest.mark.parametrize("name,first,room,legs,idle", [
+    ("agar6", "all_gather", 6 * MIB, "intra_allg:ring;inter_allg:ring", "intra_redsct"),
+    ("win_rs_5", "reduce_scatter", 5 * MIB, "intra_redsct:ring;inter_redsct:ring",
+     "intra_allg"),
+])
+def test_a_leg_clause_idle_once_the_window_passes_hier_over_gives_way_to_the_op_clause(
+        tmp_path, name, first, room, legs, idle):
+    """Fixer 57d (RELIABILITY §6's fifty-sixth "Left": review 56s's agar6 and win_rs_5).
+    Under --algo '^ring' the first collective's two legs are left none; forcing them RING,
+    the all-reduce (trigger 1) is then left its intra legs, so a third leg clause is forced
+    "for trigger 1" (the first selection pass needs it).  The vars leave too little room for
+    both HIERs: the window gate passes the all-reduce's HIER over for SINGLE_CYCLE_RING
+    (the next engine ^ring leaves it), so the third clause runs no leg and lower under the
+    way warned it applies to nothing; the way was offered so, said idle.  SELECTION.md §8:
+    the engine the all-reduce is lowered as is forced on ALLREDUCE in the clause's place
+    (the user's clauses, then the op's, then the legs', as a way on an op alone is written),
+    offered instead where lower under it lowers every trigger alike: the same rank members,
+    byte for byte, as the clause-bearing way (only the manifest, which records --algo,
+    differs), and no warning."""
+    from nrtrewrite.neff.assembler import assemble_spec
+    model = tmp_path / f"{name}.neff"
+    model.write_bytes(assemble_spec(two_ops_window_spec(first, room)))
+    topo = ("--topology", "trn2:nodes=2")
+    res = cli("lower", model, *topo, "-j", 1, "--rank", 0, "--algo", "^ring",
+              "-o", tmp_path / "refused")
+    assert res.exit_code == 2
+    swap = f"^ring;allreduce:single_cycle_ring;{legs}"
+    head, tail = legs.split(";")
+    assert res.stderr.rstrip().endswith(
+        f"any; --algo '{swap}' runs the {head.partition(':')[0]} and "
+        f"{tail.partition(':')[0]} legs on RING (a leg clause forcing one engine beats an "
+        "exclusion; SINGLE_CYCLE_RING forced on ALLREDUCE for trigger 1)"), res.stderr
+    ranks = [a for r in (0, 1, 64, 65) for a in ("--rank", r)]
+    outs = {}
+    for way in (f"^ring;{legs};{idle}:ring", swap):
+        out = outs[way] = tmp_path / f"way{len(outs)}"
+        res = cli("lower", model, *topo, "-j", 1, *ranks, "--algo", way, "-o", out)
+        assert res.exit_code == 0, (way, res.output)
+        warned = [ln for ln in res.stderr.splitlines() if "applies to nothing" in ln]
+        assert warned == ([] if way == swap else [
+            f"nrtrewrite: warning: {model}: --algo clause '{idle}:ring' applies to nothing "
+            f"in this model: no collective is lowered as HIER with an {idle} leg"]), res.stderr
+        assert [t["algorithm"] for t in json.loads(
+            (out / "manifest.json").read_text())["triggers"]] == ["HIER", "SINGLE_CYCLE_RING"]
+    a, b = outs.values()
+    files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file()
+                   and p.name != "manifest.json")
+    assert files and files == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file()
+                                     and p.name != "manifest.json")
+    assert all((a / f).read_bytes() == (b / f).read_bytes() for f in files)
+
+
 def test_a_way_out_the_spad_refuses_is_not_offered_but_the_trigger_named(tmp_path):
     """The same for the SPAD (limits.check_plan: a subgraph's collectives on one group take
     one CTRL SPAD entry each on its ranks, a HIER one one a leg, at most 512; SELECTION.md
