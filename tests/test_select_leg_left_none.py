@@ -551,6 +551,52 @@ def test_leg_clauses_the_window_passes_the_refused_trigger_over_are_not_a_second
             ["SINGLE_CYCLE_RING", "HIER"], way
 
 
+def test_a_way_lower_lowers_the_refused_trigger_otherwise_under_is_said_so(tmp_path):
+    """Fixer 57d (RELIABILITY §6's fifty-sixth "Left": "lowers trigger K as X" had no model
+    reaching it).  SPEC's 1 MiB all-reduce over 0, 1, 64, 65 (trigger 0) and a 2 MiB one
+    over device 1 (4..7, trigger 1), the vars 4 MiB short of the core window, under --algo
+    '^ring'.  Trigger 0's intra legs are left none.  SINGLE_CYCLE_RING forced, over the model
+    or on ALLREDUCE alone, is forced on trigger 1 too: two spaces of its 2 MiB, 4 MiB of
+    scratch, and trigger 0's two 1 MiB gateway views, 6 MiB: past the window.  The leg
+    clauses' way: trigger 0's HIER (6 MiB) is passed over by the window gate for
+    SINGLE_CYCLE_RING (its 4 MiB fit beside trigger 1's default engine), so lower under it
+    lowers trigger 0 as SINGLE_CYCLE_RING, which no other way offers: the way is said so
+    (SELECTION.md §8), the bare engine's stop named with why."""
+    from nrtrewrite.neff.assembler import assemble_spec
+    spec = window_spec(4 * MIB)
+    sg = spec["subgraphs"][0]
+    sg["replica_groups"].append([4, 5, 6, 7])
+    sg["vars"][0]["size"] -= 4 * MIB
+    sg["vars"] += [{"name": "a", "type": "input", "size": 2 * MIB},
+                   {"name": "b", "type": "output", "size": 2 * MIB}]
+    sg["engines"]["sp"].append({"all_reduce": {"dtype": "bf16", "op": "add", "src": "a",
+                                               "dst": "b", "bytes": 2 * MIB, "group": 1}})
+    model = tmp_path / "outcome.neff"
+    model.write_bytes(assemble_spec(spec))
+    topo = ("--topology", "trn2:nodes=2")
+    vars_ = WINDOW - 4 * MIB
+    why = (f"the model's DRAM vars, scratch and gateway need {vars_ + 6 * MIB} bytes per "
+           f"core (vars {vars_}, scratch {4 * MIB}, gateway {2 * MIB}), more than the "
+           f"{WINDOW} bytes of the core window below the SBUF window")
+    res = cli("lower", model, *topo, "-j", 1, "--rank", 0, "--algo", "^ring",
+              "-o", tmp_path / "refused")
+    assert res.exit_code == 2
+    assert res.stderr.rstrip().endswith(
+        f"nor the intra_redsct leg any; --algo '{LEGS_WAY}' lowers trigger 0 as "
+        f"SINGLE_CYCLE_RING; the model still stops under --algo 'single_cycle_ring' ({why})"), \
+        res.stderr
+    for way in ("single_cycle_ring", "allreduce:single_cycle_ring"):
+        res = cli("lower", model, *topo, "-j", 1, "--rank", 0, "--algo", way,
+                  "-o", tmp_path / "way")
+        assert res.exit_code == 2 and res.stderr.rstrip().endswith(why), (way, res.stderr)
+    res = cli("lower", model, *topo, "-j", 1, "--rank", 0, "--rank", 4, "--algo", LEGS_WAY,
+              "-o", tmp_path / "legs")
+    assert res.exit_code == 0, res.output
+    algs = [t["algorithm"] for t in json.loads(
+        (tmp_path / "legs" / "manifest.json").read_text())["triggers"]]
+    assert algs[0] == "SINGLE_CYCLE_RING" and algs[1] not in ("HIER", "SINGLE_CYCLE_RING")
+
+
 def two_ops_window_spec(first: str, room: int) -> dict:
     """A 1 MiB bf16 ``first`` (all_gather or reduce_scatter) then a 1 MiB bf16 all-reduce
     over GROUP, after a DRAM var filling the core window so that the vars end ``room`` bytes
