@@ -551,6 +551,59 @@ def test_leg_clauses_the_window_passes_the_refused_trigger_over_are_not_a_second
             ["SINGLE_CYCLE_RING", "HIER"], way
 
 
+@pytest.mark.parametrize("n,swapped", [(508, False), (509, True)])
+def test_a_leg_clause_idle_once_the_spad_passes_hier_over_gives_way_to_the_op_clause(
+        tmp_path, n, swapped):
+    """The same through the SPAD gate (SELECTION.md "The SPAD gate": a HIER collective one
+    entry a leg, 512 a subgraph on a group's ranks).  A 1 KiB all-gather (trigger 0, its
+    two legs left none under --algo '^ring') then n 1 KiB all-reduces over GROUP: under the
+    leg clauses every one is HIER, 2 + 3n entries; the gate passes the all-reduces' HIER
+    over for SINGLE_CYCLE_RING (1 entry each) until they fit.  n = 509: with one all-reduce
+    kept HIER 2 + 508 + 3 = 513 > 512, so every one is passed over (2 + 509 = 511) and
+    intra_redsct runs no leg: the op clause is offered in its place, and lowers rank 0's
+    members byte for byte as the clauses do.  n = 508: 2 + 507 + 3 = 512 fits, one keeps
+    HIER and runs intra_redsct: the clause stays."""
+    from nrtrewrite.neff.assembler import assemble_spec
+    ops = [{"all_gather": {"dtype": "bf16", "src": "a", "dst": "b", "bytes": 1024}}]
+    ops += [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "x", "dst": "y",
+                            "bytes": 1024}}] * n
+    model = tmp_path / f"spad{n}.neff"
+    model.write_bytes(assemble_spec({
+        "header": {"pkg_version": 2, "name": "s", "lnc_size": 2}, "subgraphs": [{
+            "name": "sg00", "replica_groups": [GROUP],
+            "vars": [{"name": "a", "type": "input", "size": 1024},
+                     {"name": "b", "type": "output", "size": 4096},
+                     {"name": "x", "type": "input", "size": 1024},
+                     {"name": "y", "type": "output", "size": 1024}],
+            "engines": {"sp": ops}}]}))
+    topo = ("--topology", "trn2:nodes=2")
+    res = cli("lower", model, *topo, "-j", 1, "--rank", 0, "--algo", "^ring",
+              "-o", tmp_path / "refused")
+    assert res.exit_code == 2
+    legs = "^ring;intra_allg:ring;inter_allg:ring;intra_redsct:ring"
+    swap = "^ring;allreduce:single_cycle_ring;intra_allg:ring;inter_allg:ring"
+    assert res.stderr.rstrip().endswith(
+        f"--algo '{swap}' runs the intra_allg and inter_allg legs on RING (a leg clause "
+        "forcing one engine beats an exclusion; SINGLE_CYCLE_RING forced on ALLREDUCE for "
+        "trigger 1)" if swapped else
+        f"--algo '{legs}' runs the intra_allg, inter_allg and intra_redsct legs on RING (a "
+        "leg clause forcing one engine beats an exclusion; the intra_redsct leg for trigger "
+        "1)"), res.stderr
+    if not swapped:
+        return
+    outs = []
+    for way in (legs, swap):
+        outs.append(tmp_path / f"way{len(outs)}")
+        res = cli("lower", "-q", model, *topo, "-j", 1, "--rank", 0, "--algo", way,
+                  "-o", outs[-1])
+        assert res.exit_code == 0, res.output
+        assert ("applies to nothing" in res.stderr) == (way == legs), res.stderr
+    a, b = outs
+    files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file()
+                   and p.name != "manifest.json")
+    assert files and all((a / f).read_bytes() == (b / f).read_bytes() for f in files)
+
+
 def test_a_way_lower_lowers_the_refused_trigger_otherwise_under_is_said_so(tmp_path):
     """Fixer 57d (RELIABILITY §6's fifty-sixth "Left": "lowers trigger K as X" had no model
     reaching it).  SPEC's 1 MiB all-reduce over 0, 1, 64, 65 (trigger 0) and a 2 MiB one
