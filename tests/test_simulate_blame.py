@@ -426,7 +426,7 @@ def test_a_bd_length_is_named_at_its_bd_not_the_tiles_first(
         f"{out / 'rank-0000'}: field length, rank 0, artifact dma.bin, record {bd}: length "
         f"should be {was}, not {was + 1}: the tile's other streams carry {was} bytes, and over "
         f"the leg's tiles every other stream carries 500 bytes, the leg's num_elements 250 x 2 "
-        f"(legs.bin record {leg}), {side} 501")
+        f"(legs.bin record {leg}), but {side} carries 501")
 
 
 def test_a_bd_length_among_several_runs_of_a_stream_is_named_at_its_bd(tmp_path):
@@ -448,8 +448,9 @@ def test_a_bd_length_among_several_runs_of_a_stream_is_named_at_its_bd(tmp_path)
         "be 32, not 33: the 4 BDs of source 0 of the tile (dma.bin records 0..3) carry 129 "
         "bytes, not 128: the tile's other streams carry 128 bytes, and over the leg's tiles "
         "every other stream carries 128 bytes, the leg's num_elements 64 x 2 (legs.bin record "
-        "2), source 0 129; its other BDs are whole rows of 32 bytes (the most common length of "
-        "the stream's runs over the leg) or the two pieces of a row cut at a tile's end, and "
+        "2), but source 0 carries 129; its other BDs are whole rows of 32 bytes (the most "
+        "common length of the stream's runs over the leg) or the two pieces of a row cut at a "
+        "tile's end, and "
         "32 bytes would make this one so")
 
 

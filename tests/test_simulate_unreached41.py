@@ -292,7 +292,7 @@ SEM = 16  # sem.bin: ctrl 0, value 4, addr 8 (FORMATS §7)
     ("dma.bin", 9 * 16, "<I", lambda v: v & ~0xFFFF | 0x1C0, "field length, rank 0, artifact "
      "dma.bin, record 9", "length should be 480, not 448: the tile's other streams carry 480 "
      "bytes, and over the leg's tiles every other stream carries 500 bytes, the leg's "
-     "num_elements 250 x 2 (legs.bin record 4), source 1 468"),
+     "num_elements 250 x 2 (legs.bin record 4), but source 1 carries 468"),
     # legs.bin (FORMATS §3)
     ("legs.bin", 2 * LEG + 56, "<I", lambda v: 0, "field num_elements, rank 0, artifact "
      "legs.bin, record 2", "a data leg moving 0 elements"),

@@ -1761,7 +1761,7 @@ class RankDecoder:
         side = f"{'destination' if g_dir[g] else 'source'} {int(g_stream[g])}"
         why = (f"the tile's other streams carry {want} bytes, and over the leg's tiles every "
                f"other stream carries {want_leg} bytes, the leg's num_elements {ne} x {dsize} "
-               f"(legs.bin record {leg}), {side} {total[off[0]]}")
+               f"(legs.bin record {leg}), but {side} carries {total[off[0]]}")
         if b - a == 1:
             raise self.fail(f"length should be {want}, not {int(g_len[g])}: {why}", "dma.bin", a,
                             "length")
