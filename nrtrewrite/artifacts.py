@@ -215,14 +215,14 @@ def _bit_fields(name: str, d: dict, w: dict, names, choose) -> None:
     elif name == "dma.bin":
         lc, mc = w["len_ctrl"], w["meta_ctrl"]
         length = lc & F.LEN_MASK
-        d.update(length=choose(length == 0, 65536, length),
+        d.update(length=choose(length == 0, 65536, length), meta=(lc >> 23) & 1,
                  gen=(lc >> F.GEN_SHIFT) & F.GEN_MASK, first=((lc & F.LEN_FIRST) != 0) * 1,
                  last=((lc & F.LEN_LAST) != 0) * 1, sdma_op=mc & 0xF,
                  dir=choose(mc & F.META_DIR_S2M, "S2M", "M2S"),
                  stream=(mc >> F.META_STREAM_SHIFT) & F.META_STREAM_MASK)
     elif name == "cce.bin":
         w0, w1, w2, w3 = w["w0"], w["w1"], w["w2"], w["w3"]
-        d.update(meta_idx=(w0 >> 24) & 0x1F, op=w1 & 7,
+        d.update(meta=(w0 >> 23) & 1, meta_idx=(w0 >> 24) & 0x1F, op=w1 & 7,
                  op_name=names(lambda c: enum_name(SdmaCceType, c), w1 & 7),
                  last=(w1 >> 7) & 1, in_dtype=(w1 >> 8) & 0xF, out_dtype=(w1 >> 12) & 0xF,
                  acc_dtype=(w1 >> 16) & 0xF, valid=(w1 >> 25) & 1, length=w2 & 0xFFFFFF,

@@ -50,6 +50,39 @@ def test_dma_bit_fields():
     assert [d["buf_ptr"] for d in got] == [0x1100220000, 0x1000]
 
 
+def test_meta_bit_23_is_decoded_in_dma_word_0_and_cce_w0(tmp_path):
+    """FORMATS §5 dma word 0 bit 23 `META` and §6 cce W0 bit 23 `meta` are decoded as
+    `meta` (docs/CLI.md "dump"), in text and --json, beside bits 22 and 24 that are not it
+    (review 57i: the bit was shown only inside the stored word)."""
+    # len_ctrl 0x00c01234: length 0x1234, bit 22 (reserved), META; gen 0.
+    # len_ctrl 0x01400010: length 16, bit 22, gen 1 (bit 24); META clear
+    dma = ["3412c000" "02000000" "0000000000000000", "10004001" "02000000" "0000000000000000"]
+    got = _decoded("dma.bin", *dma)
+    assert [(d["length"], d["meta"], d["gen"]) for d in got] == [(0x1234, 1, 0), (16, 0, 1)]
+    # w0 0x00400000: bit 22 only (meta 0, meta_idx 0); w0 0x01800000: meta, meta_idx 1
+    cce = ["00004000" "00000000" "00000000" "00000000", "00008001" "00000000" "00000000"
+           "00000000"]
+    got = _decoded("cce.bin", *cce)
+    assert [(d["meta"], d["meta_idx"]) for d in got] == [(0, 0), (1, 1)]
+    rdir = tmp_path / "rank-0000"
+    rdir.mkdir()
+    (rdir / "manifest.json").write_text('{"rank": 0}')
+    (rdir / "spad.bin").write_bytes(b"")
+    (rdir / "dma.bin").write_bytes(bytes.fromhex("".join(dma)))
+    (rdir / "cce.bin").write_bytes(bytes.fromhex("".join(cce)))
+    for name in ("dma.bin", "cce.bin"):
+        res = CliRunner().invoke(main, ["dump", str(rdir / name), "--json"])
+        assert res.exit_code == 0, res.output
+        recs = json.loads(res.output)["ranks"][0]["files"][name]
+        assert [r.get("meta") for r in recs] == ([1, 0] if name == "dma.bin" else [0, 1])
+    head = [line for line in CliRunner().invoke(
+        main, ["dump", str(rdir / "cce.bin")], env={"COLUMNS": "240"}).output.splitlines()
+        if "meta_idx" in line][0]
+    assert [c.strip() for c in head.strip("┃").split("┃")][1:3] == ["meta", "meta_idx"]
+    assert [r[1:3] for r in _table(rdir / "cce.bin")] == [["0", "0"], ["1", "1"]]
+    assert [r[7] for r in _table(rdir / "dma.bin")] == ["1", "0"]
+
+
 # FORMATS §6: w0 meta [23], meta_idx [28:24]; w1 op [2:0], last [7], in [11:8], out [15:12],
 # acc [19:16], valid [25]; w2 length [23:0]; w3 num_sources [5:0], reduction_type [9:8].
 CCE = [
@@ -144,14 +177,15 @@ def rank_dir(tmp_path) -> Path:
 def test_dump_tables_show_the_documented_columns(rank_dir):
     """docs/CLI.md "dump": the table's columns, addresses in hex, every other integer in
     decimal."""
-    # dir, stream, sdma_op, length, first, last, gen, buf_ptr
+    # dir, stream, sdma_op, length, first, last, meta, gen, buf_ptr
     assert _table(rank_dir / "dma.bin") == [
-        ["0", "S2M", "19", "4", "4660", "1", "0", "2", "0x1100220000"],
-        ["1", "M2S", "0", "2", "65536", "0", "1", "3", "0x1000"]]
-    # meta_idx, op_name, last, in/out/acc dtype, valid, length, num_sources, reduction_type
+        ["0", "S2M", "19", "4", "4660", "1", "0", "0", "2", "0x1100220000"],
+        ["1", "M2S", "0", "2", "65536", "0", "1", "0", "3", "0x1000"]]
+    # meta, meta_idx, op_name, last, in/out/acc dtype, valid, length, num_sources,
+    # reduction_type
     assert _table(rank_dir / "cce.bin") == [
-        ["0", "19", "MIN", "1", "10", "6", "11", "1", "2048", "5", "2"],
-        ["1", "0", "MAX", "0", "1", "1", "11", "1", "16777215", "3", "1"]]
+        ["0", "1", "19", "MIN", "1", "10", "6", "11", "1", "2048", "5", "2"],
+        ["1", "1", "0", "MAX", "0", "1", "1", "11", "1", "16777215", "3", "1"]]
     # subop_name, role, remote, gen, value, addr
     assert _table(rank_dir / "sem.bin") == [
         ["0", "WAIT_GE_AND_DEC", "255", "1", "1", "7", "0x100000000"],
