@@ -887,6 +887,28 @@ def test_ring_sends_with_bds_swapped_between_them_name_the_bd(ring_out, tmp_path
     assert line.split(": ", 2)[2] in doc
 
 
+def test_a_ring_sends_successor_increment_turned_into_a_second_own_one_is_named_there(
+        ring_out, tmp_path):
+    """Rank 1's send (legs.bin record 2) has two BDs, FORMATS §7's order: +1 on its own
+    dma_compl_sema, then +1 on the successor's recv_sema. The second overwritten with a copy
+    of the first (review 57i b37): the leg has two dma_compl increments and no successor
+    one. The line names the second, where §7 puts the successor's increment, and says the
+    successor's increment is missing (until 2026-12-07 it named the first, untouched, BD
+    and said only `should have 1 x an increment of its own dma_compl_sema by 1, not 2`)."""
+    out = _copy(ring_out, tmp_path)
+    k = _sem_of(out, 1, 2, INC_COMPL)
+    assert _legs(out, 1)[2]["sem_first"] == k and _sems(out, 1)[k + 1][0] == INC_NEXT_RECV
+    p = _file(out, 1, "sem.bin")
+    data = bytearray(p.read_bytes())
+    data[(k + 1) * BD:(k + 2) * BD] = data[k * BD:(k + 1) * BD]
+    p.write_bytes(bytes(data))
+    assert _error_line(out) == (
+        f"{out / 'rank-0001'}: field addr, rank 1, artifact sem.bin, record {k + 1}: send leg "
+        "(legs.bin record 2: entry 0, channel 0, step 2) should have 1 x an increment of the "
+        "successor's recv_sema or its own send_sema by 1, not 0; this BD is one of its 2 x an "
+        "increment of its own dma_compl_sema by 1, where it should have 1")
+
+
 def test_a_ring_leg_with_a_bd_of_the_next_leg_names_its_sem_count(ring_out, tmp_path):
     """The other way round: legs.bin record 2 (the H0 send) given 3 BDs and record 3 (the H1
     send) 1, its sem_first one later, sem.bin untouched (the ranges still tile the file,

@@ -2584,8 +2584,26 @@ class RankDecoder:
                      f"{bad - self.group_first[self.group_of[bad]]}")
             should = f"should have {want[bad]} x {name}, not {got[bad]}"
             if (ring[bad] or me_end[bad]) and n_all[bad] == want_all[bad]:
-                # as many BDs as the protocol gives the leg, of the wrong kinds: the first BD
-                # of a kind the leg has too many of addresses what it should not
+                # as many BDs as the protocol gives the leg, of the wrong kinds: the BD of a
+                # kind the leg has too many of that stands where FORMATS §7's order (waits,
+                # the dma_compl_sema increment, the successor's) puts a kind it lacks
+                # addresses what it should not, and the line names the missing kind (review
+                # 57i: a successor increment turned into a second dma_compl_sema one was
+                # named at the first, right, one, and the missing increment went unsaid)
+                s0, nb = int(L["sem_first"][bad]), int(n_all[bad])
+                seq = np.full(nb, -1, np.int64)
+                for kk, (bds, _, _, _) in enumerate(ring_kinds):
+                    seq[bds[s0:s0 + nb]] = kk
+                order = np.repeat(np.arange(len(ring_kinds)),
+                                  [int(k_want[bad]) for _, _, k_want, _ in ring_kinds])
+                for p in np.flatnonzero(seq != order).tolist():
+                    over, miss = ring_kinds[int(seq[p])], ring_kinds[int(order[p])]
+                    if seq[p] >= 0 and over[1][bad] > over[2][bad] \
+                            and miss[1][bad] < miss[2][bad]:
+                        raise self.fail(f"{leaf} leg (legs.bin record {bad}: {place}) should have "
+                                        f"{miss[2][bad]} x {miss[3]}, not {miss[1][bad]}; this "
+                                        f"BD is one of its {over[1][bad]} x {over[3]}, where it "
+                                        f"should have {over[2][bad]}", "sem.bin", s0 + p, "addr")
                 for bds, k_got, k_want, k_name in ring_kinds:
                     j = _first(bds & (leg == bad) & (k_got[leg] > k_want[leg]))
                     if j is not None:
