@@ -1073,3 +1073,74 @@ def test_a_kangaring_sync_legs_ring_step_is_0(hier_legs_out, tmp_path):
         f"{out / 'rank-0002'}: field ring_step, rank 2, channel 0, artifact legs.bin, record "
         f"{rec}: ring_step should be 0, not 1: a peer_post leg is a kangaring sync leg, step 0 "
         "of chunk group 0 (FORMATS §3, §3.3)")
+
+
+# ---------------------------------------------------------------- FIFO op order (§8.2)
+# FORMATS §8.2: net_src_addr / net_dest_addr records are 72 / 48 bytes, net_op_idx the i32
+# at 0 and mark the u32 at 36 (0 NET_TRANSFER, 1 NET_OP_COMPLETE); an op's entries and its
+# terminator carry its index. reused_output_spec over [0, 1, 64, 65] (two nodes, RING): three
+# entries, so rank 1 transmits to 64 (across the network) in three ops of channel 0, and
+# rank 64 receives from 1 in three ops.
+@pytest.fixture(scope="module")
+def r2n3_out(tmp_path_factory) -> Path:
+    from test_simulate import reused_output_spec
+    return lower_spec(reused_output_spec([0, 1, 64, 65]), tmp_path_factory.mktemp("r2n3") / "o")
+
+
+def _fifo(out: Path, rank: int, name: str) -> tuple[int, np.ndarray, np.ndarray]:
+    """(record size, net_op_idx, mark) of every record of ``name`` (FORMATS §8.2 offsets)."""
+    size = 72 if name == "net_src.bin" else 48
+    b = (out / f"rank-{rank:04d}" / name).read_bytes()
+    recs = [b[i:i + size] for i in range(0, len(b), size)]
+    return (size, np.array([struct.unpack_from("<i", r, 0)[0] for r in recs]),
+            np.array([struct.unpack_from("<I", r, 36)[0] for r in recs]))
+
+
+def test_a_deleted_terminator_is_named_at_the_entry_of_the_next_op_inside_it(
+        r2n3_out, tmp_path):
+    """Rank 1's op 0 terminator deleted from net_src.bin, the rank manifest's fifo slice and
+    record count shortened to match (review 57i b16): op 0's entries now run on into op 1's.
+    The rule broken is at op 1's first entry, which sits inside op 0: it is named (until
+    2026-12-07 the line named op 1's terminator, untouched, `terminator net_op_idx should be
+    0`)."""
+    out = copy(r2n3_out, tmp_path)
+    size, idx, mark = _fifo(out, 1, "net_src.bin")
+    t0 = int(np.flatnonzero(mark == 1)[0])  # op 0's terminator; its entries 0..t0-1
+    assert (idx[:t0 + 1] == 0).all() and idx[t0 + 1] == 1
+    p = out / "rank-0001" / "net_src.bin"
+    b = p.read_bytes()
+    p.write_bytes(b[:t0 * size] + b[(t0 + 1) * size:])
+    mp = out / "rank-0001" / "manifest.json"
+    man = json.loads(mp.read_text())
+    assert [s["src"] for s in man["fifo"]] == [[0, idx.size]]
+    man["fifo"][0]["src"] = [0, idx.size - 1]
+    man["files"]["net_src.bin"]["records"] = idx.size - 1
+    mp.write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
+    rehash(out)
+    assert _error(out) == (
+        f"{out / 'rank-0001'}: field net_op_idx, rank 1, channel 0, artifact net_src.bin, "
+        f"record {t0}: net_op_idx 1 inside op 0: the {t0} entries before it carry 0, and no "
+        "terminator closes op 0 before this entry of op 1 (FORMATS §8.2: each op's entries "
+        f"end with its NET_OP_COMPLETE terminator); op 0's tx_entry_cnt is {t0}")
+
+
+def test_an_entry_moved_before_its_ops_terminator_is_named_not_the_ops_count(
+        r2n3_out, tmp_path):
+    """Rank 64's op 0 terminator swapped with op 1's first receive entry in net_dest.bin
+    (review 57i b46): that entry (net_op_idx 1) now sits inside op 0, between op 0's entries
+    and its terminator, all 0: it is named (until 2026-12-07 the line named net_ops.bin's
+    rx_entry_cnt of op 0, untouched, `should be 13, ..., not 12`)."""
+    out = copy(r2n3_out, tmp_path)
+    size, idx, mark = _fifo(out, 64, "net_dest.bin")
+    t0 = int(np.flatnonzero(mark == 1)[0])
+    assert (idx[:t0 + 1] == 0).all() and idx[t0 + 1] == 1 and mark[t0 + 1] == 0
+    p = out / "rank-0064" / "net_dest.bin"
+    b = bytearray(p.read_bytes())
+    b[t0 * size:(t0 + 2) * size] = b[(t0 + 1) * size:(t0 + 2) * size] + b[t0 * size:
+                                                                          (t0 + 1) * size]
+    p.write_bytes(bytes(b))
+    rehash(out)
+    assert _error(out) == (
+        f"{out / 'rank-0064'}: field net_op_idx, rank 64, channel 0, artifact net_dest.bin, "
+        f"record {t0}: net_op_idx 1 inside op 0: the op's other {t0} entries and its "
+        f"terminator (record {t0 + 1}) carry 0 (FORMATS §8.2: an op's entries carry its index)")

@@ -703,8 +703,11 @@ def _to_recv_sema(a) -> None:
      "is not closed by a terminator (proxy_end_operation)"),
     ("net_src.bin", _set("net_op_idx", 1), "net_op_idx", 0, "net_op_idx 1: ops appear in order, "
      "each once, and the channel has 1"),
-    ("net_src.bin", _set("net_op_idx", 1, 5), "net_op_idx", 5, "net_op_idx should be 0, its "
-                                                               "op's, not 1"),
+    # (one entry's net_op_idx off, the others and the terminator 0: that entry is named,
+    # review 57i; until 2026-12-07 `net_op_idx should be 0, its op's, not 1`)
+    ("net_src.bin", _set("net_op_idx", 1, 5), "net_op_idx", 5, "net_op_idx 1 inside op 0: the "
+     "op's other 11 entries and its terminator (record 12) carry 0 (FORMATS §8.2: an op's "
+     "entries carry its index)"),
     ("net_src.bin", _set("complete", 0, 11), "complete", 11, "the last entry of an op does not "
      "have complete = 1"),
 ], ids=["loop_size", "unrolled", "enc_channel", "send_sema", "mark", "term_idx", "term_size",

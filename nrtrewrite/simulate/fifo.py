@@ -324,6 +324,49 @@ class FifoDecoder:
                               f"{int(op['enc_channel'])}",
                            "enc_channel")
 
+    @staticmethod
+    def _blame_op_index(ents: np.ndarray, term_idx: int, start: int, i: int, first0: int,
+                        counts: np.ndarray, cnt_field: str, fail) -> None:
+        """The ``net_op_idx`` of the entries ``start..i-1`` of a FIFO and of their terminator
+        ``i`` disagree (FORMATS §8.2: an op's entries and its terminator carry its index):
+        name the record that breaks the rule (review 57i; until 2026-12-07 the terminator
+        was named whenever it differed from the first entry, and entries only after the
+        op's count, so a terminator deleted or moved named an untouched record).
+
+        * one record differs from all the others (three or more): it is named;
+        * the entries change from op a to b at one point, and the terminator (and all the
+          entries after that point) carry b: op a's terminator is missing there, and the
+          first entry of b is named, "inside op a".
+
+        Returns otherwise (the caller's lines stand)."""
+        vals = [int(v) for v in ents["net_op_idx"]] + [term_idx]
+        if len(set(vals)) == 1:
+            return
+        rest = vals[1:]
+        if len(vals) >= 3:
+            for j, v in enumerate(vals):
+                others = set(vals[:j] + vals[j + 1:])
+                if len(others) == 1 and v not in others:
+                    k = others.pop()
+                    if j == len(vals) - 1:
+                        return  # the terminator: the caller's line
+                    m = len(vals) - 2
+                    raise fail(start + j, f"net_op_idx {v} inside op {k}: the op's other "
+                                          f"{m} entr{'y' if m == 1 else 'ies'} and its "
+                                          f"terminator (record {first0 + i}) carry {k} "
+                                          "(FORMATS §8.2: an op's entries carry its index)",
+                               "net_op_idx")
+        a = vals[0]
+        j = next(x for x, v in enumerate(rest, 1) if v != a)
+        b = vals[j]
+        if j < len(vals) - 1 and all(v == b for v in vals[j:]):
+            have = (f"; op {a}'s {cnt_field} is {int(counts[a])}"
+                    if 0 <= a < counts.size else "")
+            raise fail(start + j, f"net_op_idx {b} inside op {a}: the {j} entries before it "
+                                  f"carry {a}, and no terminator closes op {a} before this "
+                                  f"entry of op {b} (FORMATS §8.2: each op's entries end with "
+                                  f"its NET_OP_COMPLETE terminator){have}", "net_op_idx")
+
     def _groups(self, f: ChannelFifo, side: str) -> dict[int, tuple[int, int]]:
         """Split a FIFO into per-op groups, each closed by an exact terminator."""
         recs = f.tx if side == "tx" else f.rx
@@ -363,6 +406,8 @@ class FifoDecoder:
             if int(term["mark"]) != OP_COMPLETE:
                 raise fail(i, f"mark {int(term['mark'])}: a FIFO entry is NET_TRANSFER (0) or a "
                               "NET_OP_COMPLETE (1) terminator", "mark")
+            self._blame_op_index(ents, int(term["net_op_idx"]), start, i, first0,
+                                 f.ops[cnt_field], cnt_field, fail)
             if int(term["net_op_idx"]) != k:
                 raise fail(i, f"terminator net_op_idx should be {k}, the op it closes (count of "
                               f"net_ops_info so far - 1), not {int(term['net_op_idx'])}",
