@@ -1826,3 +1826,124 @@ def test_simulator_md_quotes_the_non_ring_swap_line(mesh_out, tmp_path):
     _swap_sems(out, 0, 6, 10)
     doc = " ".join((Path(__file__).parents[1] / "docs" / "SIMULATOR.md").read_text().split())
     assert _error_line(out).split(": ", 1)[1] in doc
+
+
+# ------------------------------------------------- a leg's event wait against its 0xBF word
+def _event_leg(out: Path, rank: int, leaf: int) -> tuple[int, int, int, int, int]:
+    """(legs.bin record, its trigger, its first sem.bin record (the first wait, FORMATS
+    §7), the 0xBF word of its first piece, the word's wait_idx) of rank ``rank``'s first
+    ``leaf`` leg whose first piece waits an event semaphore (FORMATS §4: wait_mode 20 at 4,
+    wait_idx at 5; §7: ids 192..255 the event window)."""
+    for i, g in enumerate(_legs(out, rank)):
+        if g["leaf"] != leaf:
+            continue
+        word = _get(out, rank, "legs.bin", i * REC + 16, "<I")
+        if _get(out, rank, "sb2sb.bin", word * WORD + 4, "<B") == 20 \
+                and _get(out, rank, "sb2sb.bin", word * WORD + 5, "<B") >= 192:
+            return (i, _get(out, rank, "legs.bin", i * REC, "<I"), g["sem_first"], word,
+                    _get(out, rank, "sb2sb.bin", word * WORD + 5, "<B"))
+    raise AssertionError("no such leg")
+
+
+def _incs_of(out: Path, trigger: int, rank: int, sid: int) -> int:
+    """What the legs of ``trigger`` on c7c8's four ranks add to semaphore ``sid`` of rank
+    ``rank`` (FORMATS §7: inc, subop 21, at the INC window of §10's address), by hand."""
+    addr = EVT_SEM + (rank << 30) + INC_WINDOW + 4 * sid
+    total = 0
+    for q in range(4):
+        sems = _sems(out, q)
+        for i, g in enumerate(_legs(out, q)):
+            if _get(out, q, "legs.bin", i * REC, "<I") != trigger:
+                continue
+            for ctrl, value, a in sems[g["sem_first"]:g["sem_first"] + g["sem_count"]]:
+                if ctrl & 0xFF == 21 and a == addr:
+                    total += value
+    return total
+
+
+def test_a_mesh_legs_event_wait_value_changed_in_sem_bin_is_named_there(mesh_out, tmp_path):
+    """Rank 0's first mesh_reduce (17) waits its event (the reduce's EVT_REDUCE_COPY) for
+    every same-device peer's block: sem.bin's wait value lowered by one, its 0xBF word
+    untouched (review 57i b24). The word and sem.bin disagree; the increments of the event
+    the trigger's legs make on the four ranks (counted here from sem.bin by hand) are the
+    word's value: sem.bin is named, with the word's value (until 2026-12-07 the word was,
+    `semaphore_value should be <the changed value>, not <its own>`)."""
+    out = _copy(mesh_out, tmp_path)
+    g, trig, bd, word, sid = _event_leg(out, 0, 17)
+    want = _get(out, 0, "sb2sb.bin", word * WORD + 8, "<I")
+    assert _sems(out, 0)[bd][0] & 0xFF == 20 and _sems(out, 0)[bd][1] == want
+    assert _sems(out, 0)[bd][2] == EVT_SEM + DEC_WINDOW + 4 * sid
+    incs = _incs_of(out, trig, 0, sid)
+    _set(out, 0, "sem.bin", bd * BD + 4, "<I", want - 1)
+    assert _error_line(out) == (
+        f"{out / 'rank-0000'}: field value, rank 0, artifact sem.bin, record {bd}: wait value "
+        f"should be {want}, the one the leg's 0xBF word (sb2sb.bin record {word}) carries, not "
+        f"{want - 1}: semaphore {sid} of rank 0 gets {incs} from the legs of trigger {trig}'s "
+        f"entry on all its ranks, and its waits here take {incs - 1} (mesh_reduce leg, "
+        f"legs.bin record {g})")
+
+
+def test_a_mesh_legs_event_wait_moved_to_another_event_in_sem_bin_is_named_there(
+        mesh_out, tmp_path):
+    """The same wait moved to the next event semaphore (its address + 4, FORMATS §10; review
+    57i b50 on RDH): its own event is then waited for by none of its legs, the next one
+    more than its increments: sem.bin's addr is named (until 2026-12-07 the word's
+    wait_idx, untouched, `wait_idx should be <sid + 1>, not <sid>`)."""
+    out = _copy(mesh_out, tmp_path)
+    g, trig, bd, word, sid = _event_leg(out, 0, 17)
+    value = _sems(out, 0)[bd][1]
+    inc0, inc1 = _incs_of(out, trig, 0, sid), _incs_of(out, trig, 0, sid + 1)
+    _set(out, 0, "sem.bin", bd * BD + 8, "<Q", EVT_SEM + DEC_WINDOW + 4 * (sid + 1))
+    line = _error_line(out)
+    assert line.startswith(
+        f"{out / 'rank-0000'}: field addr, rank 0, artifact sem.bin, record {bd}: wait of "
+        f"semaphore {sid + 1} by {value} should be of semaphore {sid} by {value}, the one the "
+        f"leg's 0xBF word (sb2sb.bin record {word}) carries: semaphore {sid} of rank 0 gets "
+        f"{inc0} from the legs of trigger {trig}'s entry on all its ranks, and its waits here "
+        f"take {inc0 - value}; semaphore {sid + 1} of rank 0 gets {inc1} "), line
+    assert line.endswith(f"(mesh_reduce leg, legs.bin record {g})"), line
+
+
+def test_a_mesh_legs_event_wait_off_in_both_records_names_both(mesh_out, tmp_path):
+    """sem.bin's wait value lowered by one and the word's by two: the two disagree, and
+    neither is what the trigger's legs add to the event (counted by hand): both records
+    are named, at the word (SIMULATOR.md §2: where nothing read bears either out)."""
+    out = _copy(mesh_out, tmp_path)
+    g, trig, bd, word, sid = _event_leg(out, 0, 17)
+    want = _get(out, 0, "sb2sb.bin", word * WORD + 8, "<I")
+    assert want >= 3
+    incs = _incs_of(out, trig, 0, sid)
+    _set(out, 0, "sem.bin", bd * BD + 4, "<I", want - 1)
+    _set(out, 0, "sb2sb.bin", word * WORD + 8, "<I", want - 2)
+    assert _error_line(out) == (
+        f"{out / 'rank-0000'}: field semaphore_value, rank 0, artifact sb2sb.bin, record "
+        f"{word}: the 0xBF word waits semaphore {sid} >= {want - 2}, the leg's first wait "
+        f"(sem.bin record {bd}) semaphore {sid} >= {want - 1}, and neither keeps rank 0's "
+        f"waits at what the legs of trigger {trig}'s entry on all its ranks add ({incs} to "
+        f"semaphore {sid}) (mesh_reduce leg, legs.bin record {g})")
+
+
+def test_a_single_cycle_legs_two_waits_swapped_are_named_in_sem_bin(scr_out, tmp_path):
+    """A SINGLE_CYCLE_RING recv_reduce_copy_send (4) waits its channel's recv_sema (16 + 4c),
+    then its post_sema (18 + 4c) (FORMATS §3.3, §7). The two sem.bin records swapped (review
+    57i b43): the first is named (until 2026-12-07 the 0xBF word's wait_idx, untouched,
+    `wait_idx should be 18, not 16`)."""
+    out = _copy(scr_out, tmp_path)
+    for r in range(4):
+        legs = [i for i, g in enumerate(_legs(out, r)) if g["leaf"] == 4]
+        if legs:
+            break
+    g = _legs(out, r)[legs[0]]
+    k = g["sem_first"]
+    c = g["channel"]
+    sems = _sems(out, r)
+    assert (sems[k][0] & 0xFF, sems[k + 1][0] & 0xFF) == (20, 20)
+    assert sems[k][2] == EVT_SEM + (r << 30) + DEC_WINDOW + 4 * (16 + 4 * c)
+    assert sems[k + 1][2] == EVT_SEM + (r << 30) + DEC_WINDOW + 4 * (18 + 4 * c)
+    _swap_sems(out, r, k, k + 1)
+    assert _error_line(out) == (
+        f"{out / f'rank-{r:04d}'}: field addr, rank {r}, artifact sem.bin, record {k}: wait "
+        f"of semaphore {18 + 4 * c} (channel {c} post_sema) first: a SINGLE_CYCLE_RING "
+        f"recv_reduce_copy_send leg (legs.bin record {legs[0]}) waits its recv_sema, then its "
+        f"post_sema (FORMATS §7), and its next wait (sem.bin record {k + 1}) is on semaphore "
+        f"{16 + 4 * c} (channel {c} recv_sema)")

@@ -35,7 +35,7 @@ from nrtrewrite.simulate.fifo import FifoDecoder, Transfer
 from nrtrewrite.simulate.memguard import MemoryGuard, check_operands_fit, floors_of_specs
 from nrtrewrite.simulate.program import (
     CCE_OPS, LEAF_NAMES, SEM_ENTRY_GO, SEM_EVENT_BASE, SEM_PEER_BASE, Entry, Leg, LegName,
-    QueueLegs, RankProgram, check_ring_pairing, decode_rank, sem_name,
+    QueueLegs, RankProgram, check_ring_pairing, decode_rank, resolve_event_holds, sem_name,
 )
 from nrtrewrite.simulate.result import (
     ERROR, INCOMPLETE, MATCH, MISMATCH, NOT_RUN, SimulationResult, TriggerResult,
@@ -317,6 +317,10 @@ class Simulator:
                 self.programs[r] = decode_rank(self.layout, self.triggers, self.files[r])
             except (SimulationError, OutputError) as exc:  # (an older output's: status 2)
                 raise exc.at(file=str(self.out / rank_dir_name(r))) from None
+        try:  # a 0xBF word's event wait against its leg's (RankProgram.event_hold)
+            resolve_event_holds(self.programs)
+        except SimulationError as exc:
+            raise exc.at(file=str(self.out / rank_dir_name(exc.where.rank))) from None
         try:
             self.transfers = FifoDecoder(self.layout, self.programs, self.files,
                                          self.sg_index).decode()

@@ -291,6 +291,27 @@ class Entry:
     leg: str = "flat"  # the rank manifest's leg name (a HIER leg, else "flat")
 
 
+@dataclass(eq=False)
+class EventHold:
+    """A mesh or RDH leg's 0xBF word (sb2sb.bin record ``word``) whose wait disagrees with
+    the leg's first sem.bin wait (record ``bd``): which is right is told by the increments
+    of the two semaphores the trigger's entry makes on every rank (resolve_event_holds)."""
+
+    rank: int
+    trigger: int
+    leg_name: str
+    leg: int
+    word: int
+    bd: int
+    bd_sid: int
+    bd_val: int
+    word_sid: int
+    word_val: int
+    leaf: str
+    net_sids: frozenset
+    word_error: SimulationError
+
+
 def _where(rank: int, artifact: str, record: int | None = None, field_: str | None = None,
            **kw) -> dict:
     return dict(rank=rank, artifact=artifact, record=record, field=field_, **kw)
@@ -324,6 +345,9 @@ class RankDecoder:
         #: a flat RING leg's half or ring_step error on an SBUF operand (or a data leg's on
         #: any), raised after check_sb2sb has held its pieces to elem_start
         self.ring_leg_error: SimulationError | None = None
+        #: a mesh or RDH leg's 0xBF word whose wait disagrees with the leg's first sem.bin
+        #: wait, told by resolve_event_holds once every rank is decoded
+        self.event_hold: EventHold | None = None
 
     def fail(self, why: str, artifact: str, record: int | None = None, field_: str | None = None,
              **kw) -> SimulationError:
@@ -2165,13 +2189,53 @@ class RankDecoder:
                 np.where(waits, val[fwc] if val.size else 0, 0), np.where(last, INC, 0),
                 np.where(last, SEM_BASE + 4 * c + ROLE_COMPL, 0))
         names = ("wait_mode", "wait_idx", "semaphore_value", "update_mode", "update_idx")
+        # a mesh or RDH leg's event wait is held to nothing on its rank alone (FORMATS §7
+        # leaves its count and event to the schedule): where the word's wait_idx or
+        # semaphore_value disagrees with it, which of the two is right is told once every
+        # rank is decoded, by the increments the entry's legs make of the semaphore
+        # (resolve_event_holds; review 57i: until 2026-12-07 the word was named, with the
+        # changed sem.bin value given as the right one)
+        ev = waits & np.isin(self.leaf[leg], list(EVENT_LEAVES)) & (
+            (sid[fwc] if sid.size else np.zeros(leg.size, np.int64)) >= SEM_EVENT_BASE)
         for fld, w in zip(names, want):
             got = W[fld].astype(np.int64)
-            self.check(got != w, lambda i, got=got, w=w, fld=fld: f"{fld} should be "
+            bad = got != w
+            if fld in ("wait_idx", "semaphore_value") and self.event_hold is None:
+                i = _first(bad & ev & (W["wait_mode"].astype(np.int64) == WAIT))
+                if i is not None and _first(bad & ~ev) is None:
+                    self.event_hold = self._event_hold(i, fld, int(got[i]), int(w[i]),
+                                                       int(leg[i]), int(fw[i]), int(k[i]))
+            if self.event_hold is not None and fld in ("wait_idx", "semaphore_value"):
+                bad = bad & ~ev
+            self.check(bad, lambda i, got=got, w=w, fld=fld: f"{fld} should be "
                        f"{w[i]}, not {got[i]} (piece {k[i]} of a "
                        f"{LEAF_NAMES[int(self.leaf[leg[i]])]} leg: the first piece carries the "
                        "leg's (first) wait, the last its dma_compl_sema increment)",
                        "sb2sb.bin", fld)
+
+    def _event_hold(self, i: int, fld: str, got: int, want: int, g: int, j: int,
+                    piece: int) -> "EventHold":
+        """The disagreement of 0xBF word ``i`` (field ``fld``: ``got``, where the leg's first
+        wait, sem.bin record ``j``, says ``want``) held for :func:`resolve_event_holds`."""
+        W = self.a["sb2sb.bin"]
+        _subop, _role, _trank, sid, val = self.sem
+        err = self.fail(f"{fld} should be {want}, not {got} (piece {piece} of a "
+                        f"{LEAF_NAMES[int(self.leaf[g])]} leg: the first piece carries the "
+                        "leg's (first) wait, the last its dma_compl_sema increment)",
+                        "sb2sb.bin", i, fld)
+        net = set()
+        ops = self.a.get("net_ops.bin")
+        if ops is not None and ops.size:
+            for col in ("inc_recv_complete", "inc_recv_handshake"):
+                tr, _win, s_, _err = self.layout.resolve_sema(self.rank, ops[col])
+                net.update(int(x) for x in s_[tr == self.rank].tolist())
+        e = int(self.spi[g])
+        return EventHold(rank=self.rank, trigger=int(self.entry_trigger[e].ordinal),
+                         leg_name=self.entry_leg[e], leg=g, word=i, bd=j,
+                         bd_sid=int(sid[j]), bd_val=int(val[j]),
+                         word_sid=int(W["wait_idx"][i]), word_val=int(W["semaphore_value"][i]),
+                         leaf=LEAF_NAMES[int(self.leaf[g])], net_sids=frozenset(net),
+                         word_error=err)
 
     def _check_pieces(self) -> None:
         """TENSOR3D start_addr of every piece against the first source / destination stream."""
@@ -2530,6 +2594,15 @@ class RankDecoder:
             self.check((leg[1:] == leg[:-1]) & wait[1:] & ~wait[:-1], "a wait after an "
                        "increment (FORMATS §7: the wait first, then the increments)", "sem.bin",
                        "ctrl.subop", base=1)
+            # a SINGLE_CYCLE_RING leg's two waits: its recv_sema, then its post_sema (FORMATS
+            # §7; review 57i: swapped, the 0xBF word's wait_idx, untouched, was named)
+            scr_w = single & np.isin(lf_s, list(RING_LEAVES)) & wait & local
+            self.check((leg[1:] == leg[:-1]) & scr_w[1:] & scr_w[:-1]
+                       & (b_role[:-1] == ROLE_POST) & (b_role[1:] == ROLE_RECV), lambda i:
+                       f"wait of {sem_name(int(sid[i]))} first: a SINGLE_CYCLE_RING "
+                       f"{LEAF_NAMES[int(lf_s[i])]} leg (legs.bin record {leg[i]}) waits its "
+                       f"recv_sema, then its post_sema (FORMATS §7), and its next wait (sem.bin "
+                       f"record {i + 1}) is on {sem_name(int(sid[i + 1]))}", "sem.bin", "addr")
 
         def count(mask):
             return np.bincount(leg[mask], minlength=self.n_legs)
@@ -2965,7 +3038,7 @@ class RankDecoder:
             s_wait=subop == WAIT, s_rank=trank.astype(np.int32), s_sid=sid.astype(np.int16),
             s_val=val.astype(np.uint32), runs=runs,
             l_elem=L["elem_start"].astype(np.int64), l_num=L["num_elements"].copy(),
-            late_error=self.late_error)
+            late_error=self.late_error, event_hold=self.event_hold)
         if seq.any():
             prog.bds_arrays = (self.bd_leg, self.bd_first, self.bd_dir, self.bd_stream,
                                self.bd_rank, self.bd_reg, self.bd_soff, self.bd_len)
@@ -3081,6 +3154,9 @@ class RankProgram:
     #: the error of a check the loader raises after the ring pairing (the rank's flat
     #: SINGLE_CYCLE_RING half and ring_step: RankDecoder.check_single_cycle_legs), or None
     late_error: SimulationError | None = None
+    #: a 0xBF word's event wait that disagrees with its leg's sem.bin wait (RankDecoder.
+    #: _check_events), told by resolve_event_holds once every rank is decoded; or None
+    event_hold: "EventHold | None" = None
 
     def waits_of(self, first: int, count: int, wait: bool = True) -> list[tuple[int, int]]:
         """(rank, semaphore) pairs waited on (``wait``; else increased) by legs
@@ -3240,6 +3316,99 @@ class QueueLegs:
             self.built.pop(k, None)
         self.freed[k] = 1
         return leg
+
+
+def _event_balance(programs: dict[int, RankProgram], h: EventHold,
+                   sids: set[int]) -> tuple[dict[int, int], dict[int, int]] | None:
+    """(increments, waits) of each of ``sids`` of rank ``h.rank`` by the legs of ``h``'s
+    entry (its trigger and leg) on every rank, each summed by value; None when a rank of
+    the trigger is not decoded or a net op of the rank receives on one of them (the net
+    proxy's increments are no leg's)."""
+    if sids & h.net_sids:
+        return None
+    inc = dict.fromkeys(sids, 0)
+    wait = dict.fromkeys(sids, 0)
+    seen = False
+    for q, prog in programs.items():
+        for ent in prog.entries:
+            if ent.trigger.ordinal != h.trigger or ent.leg != h.leg_name:
+                continue
+            if q == h.rank:
+                seen = True
+            group = set(ent.trigger.group)
+            for first, count in ent.queues.values():
+                if not count:
+                    continue
+                last = first + count - 1
+                s0 = int(prog.l_sem_first[first])
+                s1 = int(prog.l_sem_first[last] + prog.l_sem_count[last])
+                w = prog.s_wait[s0:s1].astype(bool)
+                on = (prog.s_rank[s0:s1] == h.rank)
+                for sid in sids:
+                    m = on & (prog.s_sid[s0:s1] == sid)
+                    v = prog.s_val[s0:s1].astype(np.int64)
+                    inc[sid] += int(v[m & ~w].sum())
+                    wait[sid] += int(v[m & w].sum())
+    if not seen or not group <= set(programs):
+        return None
+    return inc, wait
+
+
+def resolve_event_holds(programs: dict[int, RankProgram]) -> None:
+    """docs/SIMULATOR.md §2 "Which record a disagreement names": a mesh or RDH leg's 0xBF
+    word whose wait (``wait_idx``, ``semaphore_value``) disagrees with its leg's first
+    sem.bin wait (held by the rank's decoder, RankDecoder._check_events) is settled by the
+    semaphores' increments: an event's waits on a rank take, in all, what the legs of the
+    trigger's entry on every rank add to it (FORMATS §7 "Events"). Where the sem.bin wait
+    as written breaks that balance and the word's would keep it, the sem.bin record is
+    named, with the word's value as the right one; where the word's would break it, the
+    word is named (as before); otherwise both are."""
+    for r in sorted(programs):
+        h = programs[r].event_hold
+        if h is None:
+            continue
+        sids = {h.bd_sid, h.word_sid}
+        bal = None
+        if SEM_EVENT_BASE <= h.word_sid < SEM_EVENT_BASE + ENC_MESH_MAX_NUM_EVENTS:
+            bal = _event_balance(programs, h, sids)
+        if bal is not None:
+            inc, wait = bal
+            as_is = all(inc[x] == wait[x] for x in sids)
+            alt = dict(wait)
+            alt[h.bd_sid] -= h.bd_val
+            alt[h.word_sid] += h.word_val
+            as_word = all(inc[x] == alt[x] for x in sids)
+            if as_word and not as_is:
+                what = (f"{sem_name(x)} of rank {r} gets {inc[x]} from the legs of trigger "
+                        f"{h.trigger}'s entry on all its ranks, and its waits here take "
+                        f"{wait[x]}" for x in sorted(sids))
+                if h.word_sid != h.bd_sid:
+                    raise SimulationError(
+                        f"wait of {sem_name(h.bd_sid)} by {h.bd_val} should be of "
+                        f"{sem_name(h.word_sid)} by {h.word_val}, the one the leg's 0xBF word "
+                        f"(sb2sb.bin record {h.word}) carries: {'; '.join(what)} "
+                        f"({h.leaf} leg, legs.bin record {h.leg})",
+                        **_where(r, "sem.bin", h.bd, "addr"))
+                raise SimulationError(
+                    f"wait value should be {h.word_val}, the one the leg's 0xBF word (sb2sb.bin "
+                    f"record {h.word}) carries, not {h.bd_val}: {next(what)} ({h.leaf} leg, "
+                    f"legs.bin record {h.leg})",
+                    **_where(r, "sem.bin", h.bd, "value"))
+            if as_is and not as_word:
+                raise h.word_error
+            if not as_is:  # (neither keeps the balance: both records are off)
+                adds = ", ".join(f"{inc[x]} to {sem_name(x)}" for x in sorted(sids))
+                raise SimulationError(
+                    f"the 0xBF word waits {sem_name(h.word_sid)} >= {h.word_val}, the leg's first "
+                    f"wait (sem.bin record {h.bd}) {sem_name(h.bd_sid)} >= {h.bd_val}, and "
+                    f"neither keeps rank {r}'s waits at what the legs of trigger {h.trigger}'s "
+                    f"entry on all its ranks add ({adds}) ({h.leaf} leg, legs.bin record "
+                    f"{h.leg})", **_where(r, "sb2sb.bin", h.word, h.word_error.where.field))
+        raise SimulationError(
+            f"the 0xBF word waits {sem_name(h.word_sid)} >= {h.word_val}, the leg's first "
+            f"wait (sem.bin record {h.bd}) {sem_name(h.bd_sid)} >= {h.bd_val}: one of the two "
+            f"records is wrong, and nothing else read tells which ({h.leaf} leg, legs.bin "
+            f"record {h.leg})", **_where(r, "sb2sb.bin", h.word, h.word_error.where.field))
 
 
 def decode_rank(layout: Layout, triggers: dict[int, TriggerSpec], rf: RankFiles) -> RankProgram:
