@@ -1144,3 +1144,35 @@ def test_an_entry_moved_before_its_ops_terminator_is_named_not_the_ops_count(
         f"{out / 'rank-0064'}: field net_op_idx, rank 64, channel 0, artifact net_dest.bin, "
         f"record {t0}: net_op_idx 1 inside op 0: the op's other {t0} entries and its "
         f"terminator (record {t0 + 1}) carry 0 (FORMATS §8.2: an op's entries carry its index)")
+
+
+# ---------------------------------------------------------------- event wait vs 0xBF word
+def test_an_event_wait_the_network_lands_on_names_both_records(tmp_path):
+    """A bf16 all-reduce over ranks 0 and 64 (two trn2 nodes, MESH): rank 0's mesh_reduce
+    (leaf 17, FORMATS §3.2) waits the event its peer's block arrives on across the network,
+    which the net proxy increments (net_ops.bin inc_recv_complete, FORMATS §8.1), no leg.
+    sem.bin's wait value raised by one, the 0xBF word untouched: no leg's increments tell
+    which record is right, so both are named, at the word (until 2026-12-07 the word was,
+    with sem.bin's value as the right one)."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", [0, 64], 8192, lnc=2), tmp_path / "o",
+                     topology="trn2:nodes=2", algo="mesh")
+    legs = np.fromfile(out / "rank-0000" / "legs.bin", F.LEG_DTYPE)
+    g = int(np.flatnonzero(legs["leaf"] == 17)[0])
+    bd, word = int(legs["sem_first"][g]), int(legs["sb2sb_first"][g])
+    w = (out / "rank-0000" / "sb2sb.bin").read_bytes()[word * 64:(word + 1) * 64]
+    assert w[4] == 20  # wait_mode: the leg's first piece carries its wait (FORMATS §4)
+    sid, value = w[5], struct.unpack_from("<I", w, 8)[0]
+    sem = (out / "rank-0000" / "sem.bin").read_bytes()[bd * 16:(bd + 1) * 16]
+    assert sem[0] == 20 and struct.unpack_from("<I", sem, 4)[0] == value
+    ops = np.fromfile(out / "rank-0000" / "net_ops.bin", F.NET_OPS_INFO_DTYPE)
+    assert ((ops["inc_recv_complete"].astype(np.int64) & 0x3FF) == 4 * sid).any()
+    p = out / "rank-0000" / "sem.bin"
+    b = bytearray(p.read_bytes())
+    struct.pack_into("<I", b, bd * 16 + 4, value + 1)
+    p.write_bytes(bytes(b))
+    rehash(out)
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field semaphore_value, rank 0, artifact sb2sb.bin, record "
+        f"{word}: the 0xBF word waits semaphore {sid} >= {value}, the leg's first wait (sem.bin "
+        f"record {bd}) semaphore {sid} >= {value + 1}: one of the two records is wrong, and "
+        f"nothing else read tells which (mesh_reduce leg, legs.bin record {g})")
