@@ -237,6 +237,11 @@ class FileCount:
                 "differing_records": self.differing_records, "fields": dict(self.fields)}
 
 
+#: The top-level keys a :class:`ValueCount`'s text line names; the rest it counts (``--json``
+#: ``keys`` has them all).
+VALUE_KEYS_SHOWN = 8
+
+
 @dataclass
 class ValueCount:
     """The differing values of one manifest (or JSON member of the rewritten NEFF) where
@@ -250,8 +255,15 @@ class ValueCount:
     keys: dict[str, int] = field(default_factory=dict)
 
     def line(self, name: Callable[[str], str] = str) -> str:
-        """The line; ``name`` shows ``where`` (as :meth:`Difference.line`)."""
-        per = ", ".join(f"{k} {v}" for k, v in self.keys.items())
+        """The line; ``name`` shows ``where`` (as :meth:`Difference.line`); past
+        :data:`VALUE_KEYS_SHOWN` top-level keys the rest are counted, not named (a JSON
+        member's keys are the model's, unbounded)."""
+        items = list(self.keys.items())
+        per = ", ".join(f"{k} {v}" for k, v in items[:VALUE_KEYS_SHOWN])
+        if len(items) > VALUE_KEYS_SHOWN:
+            rest = items[VALUE_KEYS_SHOWN:]
+            per += (f", {len(rest)} more keys with {sum(v for _, v in rest)} "
+                    f"{'line' if sum(v for _, v in rest) == 1 else 'lines'}")
         return (f"{name(self.where)}: {self.shown} of {self.differing} differing values "
                 f"shown ({per})")
 

@@ -1417,3 +1417,28 @@ def test_a_neff_json_members_count_line_comes_past_max(pair):
     assert (rep.count, rep.shown) == (3, 1)  # (length), [1], [2]
     assert [v.line() for v in got] == [
         "m.neff:l.json: 1 of 3 differing values shown ((root) 3)"]
+
+
+def test_a_count_line_names_eight_top_level_keys_and_counts_the_rest():
+    """A JSON member's top-level keys are the model's, unbounded (review 57m: 10,500
+    differing keys made one 105,055-character line): the text line names the first 8 keys
+    in the order their lines came, then counts the rest, keys and lines (CLI.md "diff");
+    ``--json`` ``keys`` keeps every one, each written as a line's ``field`` (``a.b`` is
+    ``["a.b"]``)."""
+    a = {f"k{i:02d}": 0 for i in range(12)}
+    b = {f"k{i:02d}": 1 for i in range(12)}
+    b["k11"] = [1, 2]  # k11: one value line (0 != [1, 2])
+    a["a.b"], b["a.b"] = [1], [1, 2]  # (length) and [1] added: 2 lines under a.b
+    got = []
+    rep = D.Report(1, on_values=got.append)
+    D._member_diff(rep, "m.neff:w.json", json.dumps(a).encode(), json.dumps(b).encode())
+    assert (rep.count, rep.shown) == (14, 1)
+    keys = {**{f"k{i:02d}": 1 for i in range(12)}, '["a.b"]': 2}
+    assert got[0].keys == keys
+    # the lines come in the keys' sorted order ('"' of ["a.b"] before k): a.b's 2 lines
+    # first, then k00 .. k06 named; k07 .. k11 counted
+    named = ", ".join(['["a.b"] 2'] + [f"k{i:02d} 1" for i in range(7)])
+    assert got[0].line() == (f"m.neff:w.json: 1 of 14 differing values shown ({named}, "
+                             "5 more keys with 5 lines)")
+    one = D.ValueCount("m", 10, 1, {f"k{i}": 1 for i in range(9)})
+    assert one.line().endswith("k7 1, 1 more keys with 1 line)")
