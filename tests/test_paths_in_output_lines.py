@@ -6,6 +6,7 @@ console's width, and ``lower`` named MODEL's file name alone)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -51,6 +52,18 @@ def test_simulates_title_holds_out_whole_on_one_line(long_place):
     out = f"{long_place}/s.lowered"
     run("lower", "-q", f"{long_place}/m.neff", "-o", out)
     assert f"simulate {out} (seed 0)" in run("simulate", out)
+
+
+@pytest.mark.parametrize("given", ["./s2.lowered/", "s2.lowered//", "./s2.lowered"])
+def test_simulates_title_and_json_output_name_out_as_given(long_place, given):
+    """Review 56r: ``simulate ./o/`` named ``o`` (pathlib's normalised path) in its title and
+    its ``--json`` ``output``, where ``lower`` names OUT as typed and simulate's own error
+    document named ``./o/``: both are OUT exactly as given (CLI.md "Paths in the output")."""
+    if not (long_place / "s2.lowered").is_dir():
+        run("lower", "-q", "m.neff", "-o", "s2.lowered", cwd=long_place)
+    assert run("simulate", given, cwd=long_place)[0].strip() == f"simulate {given} (seed 0)"
+    doc = json.loads("\n".join(run("simulate", given, "--json", cwd=long_place)))
+    assert (doc["output"], doc["ok"]) == (given, True)
 
 
 def test_inspects_first_line_holds_the_path_whole(long_place):

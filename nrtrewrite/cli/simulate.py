@@ -272,6 +272,11 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
         # (a MODEL.neff's output is named without its temporary folder's random name, as
         # <temporary>/ar2.lowered/rank-0000: the same line and document from two runs)
         res = _run(out, seed, show, model, memory_check=not no_memory_check, names_within=tmp)
+        if tmp is None:
+            # OUT as given, in the title and --json's output, as lower's title and its error
+            # document name it (docs/CLI.md "Paths in the output"; until 2026-12-07 as
+            # pathlib normalised it: `./o/` as `o`)
+            res.output = os.fspath(target)
         if watch is not None:
             watch.check()  # a verdict only on one output
     except NrtRewriteError as exc:
