@@ -243,6 +243,68 @@ def test_the_groups_own_options_into_a_closed_pipe_are_141_quietly(args):
     assert (proc.returncode, proc.stderr) == (128 + 13, b"")
 
 
+#: A program calling ``cli.main`` (argv[1]: ``standalone`` or not) with ARGS (argv[2:]), its
+#: descriptor 1 a pipe whose reader is gone: prints on stderr the status, whether descriptor
+#: 1 is then the file it was (a dup taken before, by st_dev and st_ino), what the program's
+#: own write to it raises, and how many descriptors it holds more than before
+_CALLER_OF_MAIN = r"""
+import os, sys
+keep = os.dup(1)
+fds = len(os.listdir("/proc/self/fd"))
+from nrtrewrite.cli import main
+for _ in range(2):
+    try:
+        main(sys.argv[2:], prog_name="nrtrewrite", standalone_mode=sys.argv[1] == "standalone")
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    was, now = os.fstat(keep), os.fstat(1)
+    same = (was.st_dev, was.st_ino) == (now.st_dev, now.st_ino)
+    try:
+        os.write(1, b"x")
+        wrote = "written"
+    except OSError as exc:
+        wrote = type(exc).__name__
+    print(code, same, wrote, len(os.listdir("/proc/self/fd")) - fds, file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("mode", ["standalone", "not standalone"])
+@pytest.mark.parametrize("args", [["inspect", FIX / "mix8.neff"], ["--help"]])
+def test_a_program_calling_main_into_a_closed_pipe_keeps_its_standard_output(mode, args):
+    """Review 56r: after a closed pipe the CLI points descriptor 1 at /dev/null (so that the
+    exit's flush raises nothing), and left it so for good: a program calling ``cli.main``
+    wrote into /dev/null from then on, its own closed pipe unnoticed.  When ``main`` returns
+    (raises SystemExit) in a program, descriptor 1 is the program's file again (the pipe: a
+    write raises BrokenPipeError, as Python ignores SIGPIPE), no descriptor kept, each
+    time; the command's status is 141 (CLI.md "Errors")."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        proc = subprocess.run([sys.executable, "-c", _CALLER_OF_MAIN, mode, *map(str, args)],
+                              stdout=w, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                              env=env(), timeout=120)
+    finally:
+        os.close(w)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "141 True BrokenPipeError 0\n" * 2
+
+
+@pytest.mark.parametrize("module", ["nrtrewrite", "nrtrewrite.cli"])
+def test_a_closed_pipe_is_still_141_quietly_with_stdout_put_back(module):
+    """``python -m nrtrewrite.cli`` runs ``main`` as a program would (the descriptor put back
+    before the process exits): still 141, nothing printed, no BrokenPipeError at exit."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        proc = subprocess.run([sys.executable, "-m", module, "inspect", FIX / "mix8.neff"],
+                              stdout=w, stderr=subprocess.PIPE, cwd=ROOT, env=env(),
+                              timeout=120)
+    finally:
+        os.close(w)
+    assert (proc.returncode, proc.stderr) == (141, b"")
+
+
 CLOSED = "nrtrewrite: error: cannot write the standard output: the standard output is closed\n"
 
 

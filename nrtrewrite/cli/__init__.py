@@ -926,19 +926,50 @@ STATUS_INTERRUPTED = 128 + signal.SIGINT  # 130
 STATUS_CLOSED_PIPE = 128 + signal.SIGPIPE  # 141
 
 
+#: The standard output's descriptor :func:`_quiet_closed_pipe` pointed at /dev/null, and a
+#: copy of what it was before (None: not done in this command), which
+#: :func:`_unquiet_closed_pipe` puts back when the command returns inside another program.
+_QUIETED: list = [None]
+
+
 def _quiet_closed_pipe() -> None:
     """After a closed pipe: the standard output onto /dev/null (the Python documentation's
     way, "Note on SIGPIPE"), so that flushing it at exit raises no second BrokenPipeError
     (click's PacifyFlushWrapper did this, deprecated in click 8.2); stderr is left as it
-    is, for a line that still has to be said."""
+    is, for a line that still has to be said.  What the descriptor was is kept
+    (:data:`_QUIETED`), for :func:`_unquiet_closed_pipe`."""
     try:
+        target = sys.stdout.fileno()
         fd = os.open(os.devnull, os.O_WRONLY)
         try:
-            os.dup2(fd, sys.stdout.fileno())
+            if _QUIETED[0] is None:  # (a second call: the copy is /dev/null's)
+                _QUIETED[0] = (target, os.dup(target))
+            os.dup2(fd, target)
         finally:
             os.close(fd)
     except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
         pass  # (a stream without a descriptor: a test's, nothing is flushed to a pipe)
+
+
+def _unquiet_closed_pipe() -> None:
+    """After a command run inside another program (``nrtrewrite.cli.main`` called): the
+    descriptor :func:`_quiet_closed_pipe` pointed at /dev/null is the program's own again
+    (until 2026-12-07 it stayed /dev/null for good, and the program's later writes to its
+    stdout vanished without an error).  What the standard output holds is flushed first,
+    into /dev/null: those bytes were for the closed pipe, and flushed later into it they
+    would raise the BrokenPipeError the redirection is there to spare.  In the
+    ``nrtrewrite`` process, which ends with the command, nothing is put back."""
+    quieted, _QUIETED[0] = _QUIETED[0], None
+    if quieted is None:
+        return
+    target, saved = quieted
+    try:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            sys.stdout.flush()
+        with contextlib.suppress(OSError):
+            os.dup2(saved, target)
+    finally:
+        os.close(saved)
 
 
 def stop_status(signum: int) -> int:
@@ -1306,6 +1337,7 @@ class _Group(click.Group):
                 return super().main(args, prog_name, complete_var, standalone_mode, **extra)
             finally:
                 _PLACED.clear()
+                _unquiet_closed_pipe()  # (the program's own stdout back)
         before = (sys.stdout, getattr(sys.stdout, "errors", None), sys.stderr)
         _standard_output_closed()
         _escape_unencodable_output()
@@ -1315,6 +1347,7 @@ class _Group(click.Group):
             self._standalone(args, prog_name, complete_var, argv, **extra)
         finally:
             if not LATE_STOPS_END_THE_PROCESS:
+                _unquiet_closed_pipe()  # (flushed into /dev/null, then the program's)
                 _put_streams_back(before, ours)
 
     def _standalone(self, args, prog_name, complete_var, argv, **extra):
