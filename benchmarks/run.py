@@ -875,11 +875,15 @@ def main() -> None:
         print(json.dumps(res))
         return
 
-    from nrtrewrite.bundle import temp_root
+    from nrtrewrite.bundle import clean_stale_probes, temp_root
     try:  # (refused before the models are built: each measurement makes its scratch there)
-        temp_root()
+        root = temp_root()
     except OSError as err:
         refuse_temp_folder(err)
+    # the probe files temp_root makes (here and in each measurement's process) that a
+    # killed run left, removed as simulate removes them (its scratch folders hold no lock,
+    # so a live run's cannot be told from a killed one's: they are left alone)
+    clean_stale_probes(root)
     cores = os.cpu_count() or 2
     count = 200 if args.quick else 1000
     # a smoke run keeps its smaller models and results apart from the full run's

@@ -437,11 +437,16 @@ def refuse_harness(line: str) -> NoReturn:
 
 def work_folder() -> tempfile.TemporaryDirectory:
     """The run's temporary folder, made where ``simulate MODEL.neff`` makes its own
-    (:func:`nrtrewrite.bundle.temp_root`), or :func:`refuse_temp_folder`."""
-    from nrtrewrite.bundle import temp_root
+    (:func:`nrtrewrite.bundle.temp_root`), or :func:`refuse_temp_folder`.  The probe files
+    ``temp_root`` makes that a killed run left there are removed first, as simulate removes
+    them (:func:`nrtrewrite.bundle.clean_stale_probes`; a killed run's own folder, which no
+    lock guards, is left alone)."""
+    from nrtrewrite.bundle import clean_stale_probes, temp_root
 
     try:
-        return tempfile.TemporaryDirectory(prefix="nrtrewrite-soak-", dir=temp_root())
+        root = temp_root()
+        clean_stale_probes(root)
+        return tempfile.TemporaryDirectory(prefix="nrtrewrite-soak-", dir=root)
     except OSError as err:  # none usable, or one that fails (a race)
         refuse_temp_folder(err)
 

@@ -693,7 +693,17 @@ def clean_stale_simulate_temps(tmpdir: str | os.PathLike) -> list[Path]:
     return clean_stale_run_temps(tmpdir, SIMULATE_TEMP_PREFIX)
 
 
-def clean_stale_run_temps(tmpdir: str | os.PathLike, prefix: str) -> list[Path]:
+def clean_stale_probes(tmpdir: str | os.PathLike) -> list[Path]:
+    """Remove the probe files of :func:`temp_root` a killed run left in ``tmpdir``, and
+    nothing else (:func:`clean_stale_run_temps`' rule for them): for a script that finds its
+    folder with :func:`temp_root` but makes folders no lock guards, benchmarks/run.py's
+    scratch folders and ``make soak``'s (until 2026-12-07 these made probes and removed
+    none, the probes of a run killed there staying until a ``simulate`` or ``golden`` used
+    that folder).  Returns what was removed."""
+    return clean_stale_run_temps(tmpdir, None)
+
+
+def clean_stale_run_temps(tmpdir: str | os.PathLike, prefix: str | None) -> list[Path]:
     """:func:`clean_stale_simulate_temps` for the folders ``tempfile.mkdtemp(prefix=prefix)``
     makes (the prefix and 8 characters of ``[a-z0-9_]``): those a killed run of the tool
     that makes them left (a run holds its folder's lock, :func:`lock_folder`, until it has
@@ -702,8 +712,10 @@ def clean_stale_run_temps(tmpdir: str | os.PathLike, prefix: str) -> list[Path]:
     (``writer._remove_stale_temp``: a regular file of this user whose PID is no running
     process, or unchanged for :data:`STALE_AFTER_S`; one of the shape without a PID,
     unchanged for an hour): a probe lives for a write of 4 bytes, and one removed under a
-    live prober costs it nothing (its ``unlink``'s error is passed over)."""
-    name = re.compile(re.escape(prefix) + r"[a-z0-9_]{8}", re.ASCII)
+    live prober costs it nothing (its ``unlink``'s error is passed over).  ``prefix`` None:
+    the probes only (:func:`clean_stale_probes`)."""
+    name = None if prefix is None else re.compile(re.escape(prefix) + r"[a-z0-9_]{8}",
+                                                  re.ASCII)
     removed: list[Path] = []
     try:
         entries = list(os.scandir(tmpdir))
@@ -716,7 +728,7 @@ def clean_stale_run_temps(tmpdir: str | os.PathLike, prefix: str) -> list[Path]:
             if _remove_stale_temp(entry.path, None if pid is None else int(pid)):
                 removed.append(Path(entry.path))
             continue
-        if not name.fullmatch(entry.name):
+        if name is None or not name.fullmatch(entry.name):
             continue
         try:
             st = entry.stat(follow_symlinks=False)

@@ -125,3 +125,70 @@ def test_a_soak_models_folder_that_cannot_be_made_is_one_line(tmp_path, monkeypa
                                       "temporary folder to lower the model into: No space "
                                       "left on device\n")
     assert os.listdir(tmp_path) == []
+
+
+def _stale_probe(tmpdir: Path) -> Path:
+    """The probe file a process SIGKILLed inside ``temp_root``'s probe left in ``tmpdir``
+    (test_simulate's ``_KILLED_PROBING``: its PID no running process any more)."""
+    import signal
+
+    from test_simulate import _KILLED_PROBING
+
+    proc = subprocess.run([sys.executable, "-c", _KILLED_PROBING, str(tmpdir)],
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    (left,) = tmpdir.iterdir()
+    assert left.name.startswith(".nrtrewrite-probe-")
+    return left
+
+
+def test_bench_removes_the_probe_files_a_killed_run_left(tmp_path):
+    """Review 56r: benchmarks/run.py finds its scratch folders' place with ``temp_root``,
+    whose probe file a run killed while probing leaves, and removed none: only a
+    ``simulate`` or ``golden`` there did.  The run removes them as simulate does
+    (CLI.md "simulate"), before it builds anything: here it is stopped at its first
+    process (the machine's reading), after its temporary folder's check."""
+    tmpdir = tmp_path / "t"
+    tmpdir.mkdir()
+    _stale_probe(tmpdir)
+    mine = tmpdir / "nrtbench-abcd1234"  # (a scratch folder's name: no lock tells its run)
+    mine.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("TMPDIR", "TEMP", "TMP")}
+    env.update(TMPDIR=str(tmpdir), NOTMP_TRIED=str(tmpdir), NOTMP_NO_PROCESSES="1",
+               PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1")
+    proc = subprocess.run([sys.executable, "-c", _DRIVER, str(BENCH), "--quick"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert "RuntimeError: went on to start a process" in proc.stderr  # (past the check)
+    assert [p.name for p in tmpdir.iterdir()] == [mine.name]
+
+
+def test_soak_removes_the_probe_files_a_killed_run_left(tmp_path, monkeypatch, capsys):
+    """The same for ``make soak`` (fuzz/soak_models.py): its run folder is made where
+    ``temp_root`` says, and the probe a killed run left there is removed first; the run is
+    stopped at its first model's folder (a full disk), after its own folder was made."""
+    import errno
+    import tempfile
+
+    sys.path.insert(0, str(SOAK.parent))
+    try:
+        import soak_models
+    finally:
+        sys.path.remove(str(SOAK.parent))
+    made = tempfile.mkdtemp
+
+    def mkdtemp(suffix=None, prefix=None, dir=None):
+        if prefix == "soak-":
+            raise OSError(errno.ENOSPC, "No space left on device", f"{dir}/soak-x")
+        return made(suffix, prefix, dir)
+
+    _stale_probe(tmp_path)
+    for name in ("TEMP", "TMP"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
+    with pytest.raises(SystemExit) as exc:
+        soak_models.main(["--count", "1", "--log", str(tmp_path / "log" / "f.jsonl")])
+    assert exc.value.code == 2
+    assert "soak-x: cannot make a temporary folder" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == []  # (the probe removed; the run's folder removed too)
