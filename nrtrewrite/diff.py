@@ -1749,6 +1749,20 @@ def _kind_a(p: Path) -> str | None:
         raise _cannot_read(p, exc) from None
 
 
+def _kinds(rep: Report, where: str, pa: Path, pb: Path, in_a: bool,
+           in_b: bool) -> tuple[str | None, str | None] | None:
+    """The kinds (:func:`_kind`) of entry ``where`` on each side (``in_a``, ``in_b``:
+    listed there; None where not), or None where B's cannot be told, its damage reported
+    (``WHERE damaged in B``); A's that cannot be told is an error."""
+    ka = _kind_a(pa) if in_a else None
+    try:
+        kb = _kind(pb) if in_b else None
+    except OSError as exc:
+        rep.add([_damaged(where, _why(exc))])
+        return None
+    return ka, kb
+
+
 def _head(p: Path, n: int) -> bytes:
     """The first ``n`` bytes of file ``p`` (fewer if it is shorter)."""
     with _open_regular(p) as fh:
@@ -1811,12 +1825,9 @@ def _other_entries(rep: Report, rel: str, a: Path, b: Path, names_a: set[str],
             walks.pop()
             continue
         where, pa, pb, in_a, in_b = entry
-        ka = _kind_a(pa) if in_a else None
-        try:
-            kb = _kind(pb) if in_b else None
-        except OSError as exc:
-            rep.add([_damaged(where, _why(exc))])
+        if (kinds := _kinds(rep, where, pa, pb, in_a, in_b)) is None:
             continue
+        ka, kb = kinds
         if ka is None and kb is None:  # (gone since it was listed)
             continue
         if ka != kb or ka is None:
@@ -1843,12 +1854,9 @@ def _expected_file(rep: Report, where: str, pa: Path, pb: Path, in_a: bool,
     side only ``WHERE KIND: True != False``; B's a link ``WHERE type: 'file' != 'link'``
     (never followed); B's another kind, or unreadable to tell, ``WHERE damaged in B``.  A's
     that is not a regular file (a link included) or cannot be told is an error."""
-    ka = _kind_a(pa) if in_a else None
-    try:
-        kb = _kind(pb) if in_b else None
-    except OSError as exc:
-        rep.add([_damaged(where, _why(exc))])
+    if (kinds := _kinds(rep, where, pa, pb, in_a, in_b)) is None:
         return False
+    ka, kb = kinds
     if ka is None and kb is None:
         return False
     if ka not in (None, "file"):
@@ -1913,12 +1921,9 @@ def _rank_diff(rep: Report, r: str, ra: Path, rb: Path, in_a: bool, in_b: bool) 
     its artifact is compared (:func:`_settle`).  Returns whether the rank manifest compares
     identical (a rank folder on one side only, or that cannot be read in B, is no identical
     manifest)."""
-    ka = _kind_a(ra) if in_a else None
-    try:
-        kb = _kind(rb) if in_b else None
-    except OSError as exc:
-        rep.add([_damaged(r, _why(exc))])
+    if (kinds := _kinds(rep, r, ra, rb, in_a, in_b)) is None:
         return False
+    ka, kb = kinds
     if ka != kb:  # a rank folder on one side only, or a file or link in its place
         rep.add([_presence(r, ka, kb)])
         return False
