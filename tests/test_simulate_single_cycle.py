@@ -401,8 +401,10 @@ def test_a_five_rank_single_cycle_ring_step_on_a_rank_before_the_root(tmp_path):
 
 
 LEAF_WHY = "(docs/DESIGN.md \"Single-cycle ring\")"
-NOT_ROOT = ("leaf should be send or recv_reduce_send (the partial on its way to the root) or "
-            "direct_recv_send or direct_recv (the result coming back)")
+#: DESIGN "Single-cycle ring" on a CW channel, the root i = 1 hop ahead and h_cw = 1 (n = 2
+#: or 3): this rank is the farthest of the CW arc, so it sends its input (since 2026-12-07,
+#: fixer 57a, the one leaf the position calls; before, any of the partial's or the result's)
+NOT_ROOT = "leaf should be send (the partial on its way to the root)"
 
 
 @pytest.mark.parametrize("also", [None, (6, 60, "<I", 0, (0, 1, 0, 2, 786432, 131072))])
@@ -420,19 +422,23 @@ def test_a_single_cycle_root_leaf_before_the_root_is_named(scr2_out, tmp_path, a
     assert refused(out) == (
         f"{out / 'rank-0000'}: field leaf, rank 0, channel 0, artifact legs.bin, record 7: "
         f"{NOT_ROOT}, not direct_copy_send: elements [917504, 1048576) on the CW channel are "
-        f"of the chunk whose root is 1 hop ahead {LEAF_WHY}")
+        f"of the chunk whose root is 1 hop ahead, on the channel's ring of 2 (arcs [1, 0]) "
+        f"{LEAF_WHY}")
 
 
 def test_a_single_cycle_send_at_the_root_is_named(scr2_out, tmp_path):
     """scr2_out's CCW direct_copy_send (leaf 5) at the root of rank 0's own chunk in group 1
-    made send (leaf 1, same sdma_op and neigh): the root's leaves are called at i = 0."""
+    made send (leaf 1, same sdma_op and neigh): of two ranks (arcs [1, 0]) the CCW channel's
+    root sends the result back, direct_copy_send, and there is no CCW partial to direct_recv
+    (DESIGN "Single-cycle ring", two ranks).  Named, since 2026-12-07 (fixer 57a), with that one
+    leaf, and before the ring pairing (a data leg's elements are borne out by its BDs)."""
     out = copy(scr2_out, tmp_path)
     _set_leg_field(out, 0, 16, 12, "<B", 1, (1, 5, 0, 4, 524288, 131072))
     assert refused(out) == (
         f"{out / 'rank-0000'}: field leaf, rank 0, channel 1, artifact legs.bin, record 16: "
-        "leaf should be one of the root's (recv_reduce_copy, recv_reduce_copy_send, "
-        "direct_copy_send, direct_copy, direct_recv), not send: elements [524288, 655360) "
-        f"on the CCW channel are of this rank's own chunk, it is their root {LEAF_WHY}")
+        "leaf should be direct_copy_send (the root's), not send: elements [524288, 655360) "
+        "on the CCW channel are of this rank's own chunk, it is their root, on the channel's "
+        f"ring of 2 (arcs [1, 0]) {LEAF_WHY}")
 
 
 @pytest.mark.parametrize("sdma_too", [False, True])
@@ -540,7 +546,8 @@ def test_a_hier_single_cycle_root_leaf_before_the_root_is_named(hier_scr_out, tm
     assert refused(out) == (
         f"{out / 'rank-0000'}: field leaf, rank 0, channel 1, artifact legs.bin, record {rec}: "
         f"{NOT_ROOT}, not direct_copy_send: elements [108, 162) on the CW channel of the HIER "
-        f"inter_allr leg are of the chunk whose root is 1 hop ahead {LEAF_WHY}")
+        f"inter_allr leg are of the chunk whose root is 1 hop ahead, on the channel's ring of 3 "
+        f"(arcs [1, 1]) {LEAF_WHY}")
 
 
 def test_a_hier_single_cycle_root_leaf_made_send_is_named_at_leaf(hier_scr_out, tmp_path):
@@ -559,3 +566,104 @@ def test_a_hier_single_cycle_root_leaf_made_send_is_named_at_leaf(hier_scr_out, 
         "the HIER inter_allr leg are of this rank's own chunk, it is their root, where the "
         "single-cycle step loop calls recv_reduce_copy_send with the record's neigh 1 and a "
         "reduction_type (docs/DESIGN.md \"Single-cycle ring\", FORMATS §3)")
+
+
+# ------------------------------------------- the one leaf a position calls (fixer 57a)
+SWAP_WHY = "(docs/DESIGN.md \"Single-cycle ring\", FORMATS §3)"
+
+
+def _named_leaf(out: Path, rank: int, channel: int, record: int, want: str, found: str,
+                elems: tuple, where: str, neigh: int) -> str:
+    """The line naming ``record``'s leaf: ``want`` where it is ``found``, with the record's
+    ``neigh`` and no reduction_type."""
+    return (f"{out / f'rank-{rank:04d}'}: field leaf, rank {rank}, channel {channel}, artifact "
+            f"legs.bin, record {record}: leaf should be {want}, not {found}: elements "
+            f"[{elems[0]}, {elems[1]}) {where}, where the single-cycle step loop calls {want} "
+            f"with the record's neigh {neigh} and no reduction_type {SWAP_WHY}")
+
+
+def test_a_single_cycle_root_direct_copy_send_made_recv_reduce_copy_is_named_at_leaf(
+        scr2_out, tmp_path):
+    """scr2_out's CCW direct_copy_send (leaf 5: sdma_op 2, neigh 1 NEXT, no reduction_type) at
+    the root of rank 0's own chunk in group 1 made recv_reduce_copy (leaf 3, the CW root's
+    leaf of two ranks): of two ranks (arcs [1, 0]) the CCW channel's root only sends the
+    result back, direct_copy_send (DESIGN "Single-cycle ring", two ranks).  Named at sdma_op
+    until 2026-12-07 (fixer 57a: any root leaf was taken at i = 0, so recv_reduce_copy
+    passed the leaf check)."""
+    out = copy(scr2_out, tmp_path)
+    _set_leg_field(out, 0, 16, 12, "<B", 3, (1, 5, 0, 4, 524288, 131072))
+    assert refused(out) == _named_leaf(
+        out, 0, 1, 16, "direct_copy_send", "recv_reduce_copy", (524288, 655360),
+        "on the CCW channel are of this rank's own chunk, it is their root", 1)
+
+
+def test_a_hier_single_cycle_ccw_root_leaf_made_recv_reduce_copy_is_named_at_leaf(
+        hier_scr_out, tmp_path):
+    """Rank 0's CCW (channel 2) direct_copy_send (leaf 5) of its own position's H0 [0, 54) on
+    the HIER inter_allr leg's ring of 3 (arcs [1, 1]) made recv_reduce_copy: there the CCW
+    channel's root calls direct_recv (the CCW partial, neigh 2 PREV) and direct_copy_send
+    (neigh 1 NEXT); the record's neigh 1 is direct_copy_send's."""
+    out = copy(hier_scr_out, tmp_path)
+    rec = _leg_at(out, 0, 2, 5, 0)
+    _set_leg_field(out, 0, rec, 12, "<B", 3, (2, 5, 0, 1, 0, 54))
+    assert refused(out) == _named_leaf(
+        out, 0, 2, rec, "direct_copy_send", "recv_reduce_copy", (0, 54),
+        "on the CCW channel of the HIER inter_allr leg are of this rank's own chunk, it is "
+        "their root", 1)
+
+
+def test_a_single_cycle_send_made_recv_reduce_copy_before_the_root_is_named_at_leaf(
+        scr2_out, tmp_path):
+    """scr2_out's CW send (leaf 1: sdma_op 2, neigh 1, no reduction_type) of position 1's H1 in
+    group 1 made recv_reduce_copy: rank 1, the chunk's root, is 1 hop ahead on the CW ring
+    and h_cw = 1, so this rank is the farthest of the CW arc and sends its input (send);
+    DESIGN calls nothing else there.  "Ambiguous" until 2026-12-07 (send and
+    direct_recv_send both fit the record), so named at sdma_op (fixer 57a)."""
+    out = copy(scr2_out, tmp_path)
+    _set_leg_field(out, 0, 7, 12, "<B", 3, (0, 1, 1, 2, 917504, 131072))
+    assert refused(out) == _named_leaf(
+        out, 0, 0, 7, "send", "recv_reduce_copy", (917504, 1048576),
+        "on the CW channel are of the chunk whose root is 1 hop ahead", 1)
+
+
+@pytest.mark.parametrize("record, leg, new, sdma, want, neigh, where", [
+    # CCW direct_recv (leaf 7, sdma_op 0, neigh 2) of position 1's H0 in group 0: rank 1, the
+    # root, is 1 hop ahead on the CCW ring; the CCW arc is h_ccw = 0 long, so the result
+    # comes back here, the farthest (n - i = 1 = h_cw): direct_recv. Made send with sdma_op
+    # 2: named at n_tiles ("a data leg with no tiles")
+    (14, (1, 7, 0, 2, 262144, 131072), 1, 2, "direct_recv", 2,
+     "on the CCW channel are of the chunk whose root is 1 hop ahead"),
+    # CW send (leaf 1, sdma_op 2, neigh 1) of position 1's H0 in group 0: the farthest of the
+    # CW arc (i = h_cw = 1), send. Made direct_recv with sdma_op 0: named at dma_count
+    (2, (0, 1, 0, 0, 262144, 131072), 7, 0, "send", 1,
+     "on the CW channel are of the chunk whose root is 1 hop ahead"),
+])
+def test_a_single_cycle_leaf_edited_with_its_sdma_op_is_named_at_leaf_not_its_counts(
+        scr2_out, tmp_path, record, leg, new, sdma, want, neigh, where):
+    """A leaf edited together with its sdma_op (byte 7) keeps its BD and tile counts: the
+    count checks named n_tiles or dma_count first until 2026-12-07 (review 56q: 5 of 240
+    flips; fixer 57a)."""
+    out = copy(scr2_out, tmp_path)
+    _set_leg_field(out, 0, record, 12, "<B", new, leg)
+    _set_leg_field(out, 0, record, 7, "<B", sdma, (leg[0], new) + leg[2:])
+    found = {1: "send", 7: "direct_recv"}[new]
+    assert refused(out) == _named_leaf(out, 0, leg[0], record, want, found,
+                                       (leg[4], leg[4] + leg[5]), where, neigh)
+
+
+def test_a_ccw_root_direct_recv_made_direct_copy_send_with_its_sdma_op_is_named_at_leaf(
+        tmp_path):
+    """Five ranks (arcs [2, 2]), 5000 elements, chunks of 1000 (halves of 500): rank 1 is the
+    root of position 1, [1000, 2000); its CCW channel there calls direct_recv (the CCW
+    partial: sdma_op 0, neigh 2) and direct_copy_send (the result: sdma_op 2, neigh 1),
+    records 18 and 19 for H0.  Record 18's leaf made direct_copy_send and its sdma_op 2: the
+    leaf is one the root calls, but its neigh is direct_recv's and it has no tiles; named at
+    n_tiles until 2026-12-07 (fixer 57a)."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 5, 5000), tmp_path / "o",
+                     algo="single_cycle_ring")
+    assert trigger0(out)["single_cycle"]["arcs"] == [2, 2]
+    _set_leg_field(out, 1, 18, 12, "<B", 5, (1, 7, 0, 2, 1000, 500))
+    _set_leg_field(out, 1, 18, 7, "<B", 2, (1, 5, 0, 2, 1000, 500))
+    assert refused(out) == _named_leaf(
+        out, 1, 1, 18, "direct_recv", "direct_copy_send", (1000, 1500),
+        "on the CCW channel are of this rank's own chunk, it is their root", 2)

@@ -407,6 +407,15 @@ class RankDecoder:
             self.check_single_cycle_legs()
             self.check_kangaring_legs()
         except SimulationError as exc:
+            # a data leg's leaf that its position's step loop does not call is named now:
+            # its elem_start, which names the position, is borne out by its BDs above, and
+            # the ring pairing would name the legs it no longer pairs with (since 2026-12-07,
+            # fixer 57a: a single-cycle send made direct_recv_send was named at a peer's
+            # elem_start); a direct_recv's (no data) waits for the pairing, which names a
+            # moved elem_start
+            rec = exc.where.record
+            if exc.where.field == "leaf" and rec is not None and self.sdma[rec] != SDMA_NONE:
+                raise
             self.late_error = self.late_error or exc
         return self.build()
 
@@ -697,6 +706,13 @@ class RankDecoder:
         self.check(~fixed & (neigh > 2), "neigh is not LOCAL, NEXT or PREV", art, "neigh")
         self.neigh = neigh
         data = sdma != SDMA_NONE
+        # a SINGLE_CYCLE_RING leaf edited with its sdma_op to one of or without data keeps its
+        # BD, CCE and tile counts: named at leaf where the step loop tells, before the counts
+        # (since 2026-12-07, fixer 57a, review 56q: named at n_tiles or dma_count)
+        counts = (L["dma_count"] != 0) | (L["cce_count"] != 0) | (L["sb2sb_count"] != 0) \
+            | (L["n_tiles"] != 0)
+        self._blame_swapped_leaf(_first(scr & ((~data & counts) | (data & (L["n_tiles"] == 0)))),
+                                 L, flat_ring)
         for fld in ("dma_count", "cce_count", "sb2sb_count", "n_tiles"):
             self.check(~data & (L[fld] != 0), f"{fld} of a leg without data (sdma_op 0) is not 0",
                        art, fld)
@@ -861,26 +877,35 @@ class RankDecoder:
         if leg == "flat":
             if t.algorithm != "SINGLE_CYCLE_RING":
                 return
-            rings, n = t.ring_hops(c, self.rank), len(t.group)
+            rings, n, h_cw = t.ring_hops(c, self.rank), len(t.group), t.single_cycle[1][0]
             _g, pos = t.chunk_of(np.array([e0], np.int64))
         else:
             lay = t.leg_layout(leg, self.rank)
             if lay is None:
                 return
             n = len(lay.group)
+            h_cw = n // 2
             rings = t.ring_hops(c, self.rank, lay)
             _g, pos = t.leg_chunk_of(lay, np.array([e0], np.int64))
         p = int(pos[0])
         if rings is None or not 0 <= p < n or int(rings[p]) < 0:
             return
         i, leaf = int(rings[p]), int(L["leaf"][k])
-        called = ((int(Leaf.recv_reduce_copy), int(Leaf.recv_reduce_copy_send),
-                   int(Leaf.direct_copy_send), DIRECT_COPY, DIRECT_RECV) if i == 0 else
-                  (int(Leaf.send), int(Leaf.recv_reduce_send), int(Leaf.direct_recv_send),
-                   DIRECT_RECV))
-        if leaf in called:
-            return
+        cw = any(c == pr[0] for pr in self._scr_pairs(e))
+        # the leaves the step loop calls on this channel at this position (since 2026-12-07,
+        # fixer 57a: until then any root leaf at i = 0 and any of the four others elsewhere,
+        # so a root direct_copy_send made recv_reduce_copy, or a send made recv_reduce_copy
+        # before the root, was named at sdma_op)
+        called = _single_cycle_leaves(n, h_cw, cw, i)
         sdma, neigh = int(L["sdma_op"][k]), int(L["neigh"][k])
+        # where two are called (a CCW root's direct_recv and direct_copy_send), a record whose
+        # neigh is not its leaf's but the other's, and whose sdma_op is not its leaf's or (edited
+        # with the leaf) disagrees with its tiles, had its leaf changed
+        data = int(L["n_tiles"][k]) != 0
+        if leaf in called and (len(called) < 2 or neigh == LEAF_NEIGH[leaf] or (
+                sdma == LEAF_SDMA[leaf] and data == (sdma != SDMA_NONE))):
+            return
+        called = tuple(x for x in called if x != leaf)
         reduces = int(L["reduction_type"][k]) != NO_REDUCTION_TYPE
         fits = [x for x in called if LEAF_NEIGH[x] == neigh
                 and (LEAF_SDMA[x] == SDMA_CCE) == reduces
@@ -888,7 +913,7 @@ class RankDecoder:
         if len(fits) != 1:
             return
         want = LEAF_NAMES[fits[0]]
-        way = "CW" if any(c == pr[0] for pr in self._scr_pairs(e)) else "CCW"
+        way = "CW" if cw else "CCW"
         leg_of = "" if leg == "flat" else f" of the HIER {escape_controls(leg)} leg"
         raise self.fail(
             f"leaf should be {want}, not {LEAF_NAMES.get(leaf, leaf)}: elements [{e0}, "
@@ -1047,8 +1072,9 @@ class RankDecoder:
         ``recv_reduce_send``), ``h_cw`` at the root (``i`` 0) and ``h_cw + n - i`` for the
         result coming back (``direct_recv_send``, ``direct_recv``); ``ring_step`` is that
         plus the chunk group x (1 + the channel's largest step), as on every ring channel.
-        A ring leaf of another role than its position calls (a ``send`` at the root, a root's
-        leaf elsewhere) is named at ``leaf`` (until 2026-12-07 its channel was left to the
+        A ring leaf other than the one its position calls on its channel
+        (:func:`_single_cycle_leaves`; a ``send`` at the root, a root's leaf elsewhere) is
+        named at ``leaf`` (until 2026-12-07 its channel was left to the
         run, which did not name it, review 55t).  Checked last: its error is raised only after
         the ring pairing (:func:`check_ring_pairing`, the run's loader), as a leg whose
         ``elem_start`` or ``num_elements`` moved is named for it there (a ``direct_recv``,
@@ -1079,10 +1105,6 @@ class RankDecoder:
         start, count, got = r.start, r.count, r.got
         want_half, s, g, hops, checked = r.want_half, r.s, r.g, r.hops, r.checked
         before = np.isin(leaf, (int(Leaf.send), int(Leaf.recv_reduce_send)))
-        after = np.isin(leaf, _ALL_GATHER_PHASE)
-        at_root = np.isin(leaf, (DIRECT_RECV, int(Leaf.recv_reduce_copy),
-                                 int(Leaf.recv_reduce_copy_send), int(Leaf.direct_copy_send),
-                                 DIRECT_COPY))
         for m in r.by_entry:
             e = int(spi[m[0]])
             t = self.entry_trigger[e]
@@ -1103,26 +1125,38 @@ class RankDecoder:
             i = rings[at, np.clip(pos, 0, n - 1)]
             hops[m] = i
             s[m] = np.where(i == 0, h_cw, np.where(before[m], h_cw - i, h_cw + n - i))
-            checked[m] = (i >= 0) & np.where(i == 0, at_root[m], before[m] | after[m])
-        # a ring leaf of another role than its position calls (docs/DESIGN.md "Single-cycle
-        # ring"): the root's leaves at i = 0, the partial's or the result's elsewhere
+            # the leaves the step loop calls by (CW channel, hops): exactly these
+            # (_single_cycle_leaves; until 2026-12-07, fixer 57a, any root leaf at i = 0 and
+            # any of the other four elsewhere)
+            calls = np.zeros((2, n, 256), bool)
+            for cw in (0, 1):
+                for j in range(n):
+                    calls[cw, j, list(_single_cycle_leaves(n, h_cw, bool(cw), j))] = True
+            cws = np.isin(ch[m], [p[0] for p in self._scr_pairs(e)]).astype(np.int64)
+            checked[m] = (i >= 0) & calls[cws, np.clip(i, 0, n - 1), leaf[m]]
+        # a ring leaf the step loop does not call at its position on its channel
+        # (docs/DESIGN.md "Single-cycle ring", _single_cycle_leaves)
         bad = _first((hops >= 0) & ~checked)
         if bad is not None:
             e, i = int(spi[bad]), int(hops[bad])
-            way = "CW" if any(int(ch[bad]) == p[0] for p in self._scr_pairs(e)) else "CCW"
+            t = self.entry_trigger[e]
+            cw = any(int(ch[bad]) == p[0] for p in self._scr_pairs(e))
+            n = len(t.group) if lay[e] is None else len(lay[e].group)
+            h_cw = t.single_cycle[1][0] if lay[e] is None else n // 2
+            wants = _single_cycle_leaves(n, h_cw, cw, i)
+            a = h_cw if cw else n - 1 - h_cw
+            role = ("the root's" if i == 0 else "the partial on its way to the root"
+                    if i <= a else "the result coming back")
             leg_of = "" if lay[e] is None else f" of the HIER {self.entry_leg[e]} leg"
             raise self.fail(
-                "leaf should be "
-                + ("one of the root's (recv_reduce_copy, recv_reduce_copy_send, "
-                   "direct_copy_send, direct_copy, direct_recv)" if i == 0 else
-                   "send or recv_reduce_send (the partial on its way to the root) or "
-                   "direct_recv_send or direct_recv (the result coming back)")
-                + f", not {LEAF_NAMES.get(int(leaf[bad]), int(leaf[bad]))}: elements "
-                f"[{start[bad]}, {start[bad] + count[bad]}) on the {way} channel{leg_of} are "
+                "leaf should be " + " or ".join(LEAF_NAMES[x] for x in wants)
+                + f" ({role}), not {LEAF_NAMES.get(int(leaf[bad]), int(leaf[bad]))}: elements "
+                f"[{start[bad]}, {start[bad] + count[bad]}) on the {'CW' if cw else 'CCW'} "
+                f"channel{leg_of} are "
                 + ("of this rank's own chunk, it is their root" if i == 0 else
                    f"of the chunk whose root is {i} hop{'s' if i != 1 else ''} ahead")
-                + " (docs/DESIGN.md \"Single-cycle ring\")", art, int(bad), "leaf",
-                channel=int(ch[bad]))
+                + f", on the channel's ring of {n} (arcs [{h_cw}, {n - 1 - h_cw}]) (docs/DESIGN.md "
+                "\"Single-cycle ring\")", art, int(bad), "leaf", channel=int(ch[bad]))
         self._check_leg_halves(r, lambda i: (
             "SINGLE_CYCLE_RING trigger chunks as the ring" if lay[int(spi[i])] is None else
             f"HIER inter_allr leg chunks as the ring over its slice [{lay[int(spi[i])].lo}, "
@@ -3078,6 +3112,31 @@ def _ring_step(op: str, n: int, i, phase2):
     if op == "ALLREDUCE":
         return np.where(phase2, 2 * n - 1 - i, n - 1 - i)
     return n - 1 - i if op == "REDUCE_SCATTER" else (n - i) % n
+
+
+def _single_cycle_leaves(n: int, h_cw: int, cw: bool, i: int) -> tuple:
+    """The leaves docs/DESIGN.md "Single-cycle ring" calls on a ring of ``n`` ranks (arcs
+    [h_cw, n - 1 - h_cw]) on the CW channel of its pair (``cw``) or the CCW one, at the chunk
+    whose root is ``i`` hops ahead on that channel's ring: at the root (``i`` 0) the CW
+    channel's combine, ``recv_reduce_copy_send`` where a CCW partial comes in (h_ccw > 0),
+    else ``recv_reduce_copy``; the CCW channel's ``direct_recv`` of that partial (h_ccw > 0)
+    and ``direct_copy_send`` of the result (h_cw > 0); a one-rank group's ``direct_copy``.
+    On the channel's own arc toward the root (``a`` = h_cw on CW, h_ccw on CCW; 1 <= i <= a)
+    the farthest rank ``send``s its input (i = a), the others ``recv_reduce_send``; behind the
+    root (d = n - i hops, 1 <= d <= the other arc b = n - 1 - a) the result comes back,
+    ``direct_recv`` at the farthest (d = b), ``direct_recv_send`` before it."""
+    if n == 1:
+        return (DIRECT_COPY,)
+    h_ccw = n - 1 - h_cw
+    if i == 0:
+        if cw:
+            return (int(Leaf.recv_reduce_copy_send) if h_ccw else int(Leaf.recv_reduce_copy),)
+        return ((DIRECT_RECV,) if h_ccw else ()) + ((int(Leaf.direct_copy_send),) if h_cw
+                                                    else ())
+    a = h_cw if cw else h_ccw
+    if i <= a:
+        return (int(Leaf.send) if i == a else int(Leaf.recv_reduce_send),)
+    return (DIRECT_RECV if n - i == n - 1 - a else int(Leaf.direct_recv_send),)
 
 
 def _kangaring_steps(op: str, leaf: np.ndarray, i: np.ndarray, u: int, host_cc: bool,
