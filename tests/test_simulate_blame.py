@@ -1176,3 +1176,47 @@ def test_an_event_wait_the_network_lands_on_names_both_records(tmp_path):
         f"{word}: the 0xBF word waits semaphore {sid} >= {value}, the leg's first wait (sem.bin "
         f"record {bd}) semaphore {sid} >= {value + 1}: one of the two records is wrong, and "
         f"nothing else read tells which (mesh_reduce leg, legs.bin record {g})")
+
+
+def test_a_hier_kangaring_leaf_swapped_within_the_family_is_named_at_leaf(
+        hier_legs_out, tmp_path):
+    """Rank 0's ``intra_redsct`` recv_reduce_send (leaf 2) of rank 12's slice H1 [3200, 3328)
+    made direct_reduce_send_kangaring (leaf 10: the same sdma_op 4, neigh 1 and
+    reduction_type): rank 12's unit [12, 14] is 4 hops ahead of rank 0's on the cycle of 8
+    units, and the reduce-scatter's step template (seed 001 §4 over the units,
+    docs/DESIGN.md "Kangaring") calls direct_reduce_send_kangaring only at u - 1 = 7 hops,
+    recv_reduce_send at 1 .. 6, at step u - 1 - i = 3.  Simulated as a match until
+    2026-12-07 (left to the run; fixer 57a)."""
+    from test_simulate_single_cycle import _set_leg_field
+    out = copy(hier_legs_out, tmp_path)
+    rec = _hier_leg(out, 0, "intra_redsct", 2, 3200)
+    _set_leg_field(out, 0, rec, 12, "<B", 10, (0, 2, 1, 3, 3200, 128))
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field leaf, rank 0, channel 0, artifact legs.bin, record "
+        f"{rec}: leaf should be recv_reduce_send (step 3), not direct_reduce_send_kangaring: "
+        "elements [3200, 3328) are of the chunk of a member of the unit 4 hops ahead on the "
+        "channel's cycle of 8 units of the HIER intra_redsct leg, where the reduce-scatter's "
+        "step template calls recv_reduce_send (ring_step 3: step 3 of chunk group 0, 8 steps "
+        "a group on this channel) (docs/DESIGN.md \"Kangaring\": the ring's step template "
+        "over the units, seed 001 §4; FORMATS §3)")
+
+
+def test_a_hier_ring_leaf_swapped_within_the_family_is_named_at_leaf(hier_legs_out, tmp_path):
+    """Rank 0's ``inter_allg`` send (leaf 1: sdma_op 2, neigh 1) of its own block's H0 [0,
+    150) made direct_copy_send (leaf 5, the same sdma_op and neigh): on the ring [0, 16] an
+    all-gather's step 0 moves the rank's own block (i = 0), sending it (send, neigh NEXT)
+    and copying it into OUT (direct_copy, neigh LOCAL: the leg is not in place), seed 001
+    §4's template; ring_step 0 of 2 a group.  Simulated as a match until 2026-12-07 (left to
+    the run; fixer 57a)."""
+    from test_simulate_single_cycle import _set_leg_field
+    out = copy(hier_legs_out, tmp_path)
+    rec = _hier_leg(out, 0, "inter_allg", 1, 0)
+    _set_leg_field(out, 0, rec, 12, "<B", 5, (0, 1, 0, 0, 0, 150))
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field leaf, rank 0, channel 0, artifact legs.bin, record "
+        f"{rec}: leaf should be send (step 0), not direct_copy_send: elements [0, 150) are of "
+        "the chunk of the member 0 hops ahead on the channel's ring of 2 of the HIER "
+        "inter_allg leg, where the all-gather's step template calls send or direct_copy "
+        "(ring_step 0: step 0 of chunk group 0, 2 steps a group on this channel) (seed 001 "
+        "§4's step template over the leg's group and layout: docs/DESIGN.md \"Leg layouts\", "
+        "\"HIER\"; FORMATS §3)")

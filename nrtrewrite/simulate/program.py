@@ -1209,8 +1209,9 @@ class RankDecoder:
         (``direct_recv_send`` at u - 1 .. 2, ``direct_recv`` at 1) ``2u - 1 - i``; a
         reduce-scatter's ``u - 1 - i``; an all-gather's (``send`` of the own unit's blocks,
         then as that phase) ``(u - i) mod u``.  ``ring_step`` is that plus the chunk group x
-        (1 + the channel's largest step).  A channel with a ring leaf the template does not
-        call at its unit's hops (a leaf swapped within the family) is left to the run.
+        (1 + the channel's largest step).  A ring leaf the template does not call at its unit's
+        hops (a leaf swapped within the family) is named at ``leaf``
+        (:meth:`_blame_kangaring_leaf`; since 2026-12-07, fixer 57a: left to the run before).
         Checked last, after the ring pairing, as :meth:`check_single_cycle_legs`: a leg whose
         ``elem_start`` moved is named for it before (the 0xBF and BD checks of a data leg).
         Until 2026-12-07 both were range-checked only: a flip to another value in range
@@ -1257,6 +1258,8 @@ class RankDecoder:
         start, count, got = r.start, r.count, r.got
         want_half, s, g, hops, checked = r.want_half, r.s, r.g, r.hops, r.checked
         units = np.zeros(L.size, np.int64)
+        wrong = np.zeros(L.size, bool)  # a ring leaf the template does not call there
+        firsts: dict[int, int] = {}
         for m in r.by_entry:
             e = int(spi[m[0]])
             t = self.entry_trigger[e]
@@ -1288,6 +1291,8 @@ class RankDecoder:
                 hops[mc], units[mc] = i, u
                 s[mc], ok = _kangaring_steps(op, lf, i, u, self.layout.host_cc, first)
                 checked[mc] = ok & (i >= 0)
+                wrong[mc] = ~ok & (i >= 0) & (u > 1)
+            firsts[e] = first
 
         def chunks_as(i: int) -> str:
             e = int(spi[i])
@@ -1302,6 +1307,7 @@ class RankDecoder:
                     f"{lay.chunk['channels']} x {lay.chunk['chunk_size_n']} elements a chunk "
                     "group")
 
+        self._blame_kangaring_leaf(_first(wrong), r, view, units, firsts)
         self._check_leg_halves(r, chunks_as, lambda i: (
             "trigger's chunk layout" if view[int(spi[i])][4] is None else
             f"HIER {escape_controls(self.entry_leg[int(spi[i])])} leg's layout"))
@@ -1330,6 +1336,47 @@ class RankDecoder:
         raise self.fail(f"ring_step should be {want[bad]}, {what}: step {s[bad]} of chunk "
                         f"group {g[bad]} ({spg[gid[bad]]} steps a group on this channel) "
                         f"({why})", art, int(bad), "ring_step", channel=int(ch[bad]))
+
+    def _blame_kangaring_leaf(self, k: int | None, r: _RingLegArrays, view: list,
+                              units: np.ndarray, firsts: dict) -> None:
+        """Ring leaf ``k`` of :meth:`check_kangaring_legs` is not one the ring's step template
+        (seed 001 §4 over the channel's cycle of units; docs/DESIGN.md "Kangaring") calls at
+        its unit's hops: named at ``leaf`` with the one it calls there (the one whose step is
+        the record's ``ring_step`` within its chunk group, where the template calls two: an
+        all-reduce's two phases, the own unit's two legs), else all it calls (since
+        2026-12-07, fixer 57a: until then a swap within the family, same ``sdma_op`` and
+        ``neigh``, left its channel's steps unchecked and was left to the run)."""
+        if k is None:
+            return
+        e = int(self.spi[k])
+        op, lay = view[e][0], view[e][4]
+        i, u = int(r.hops[k]), int(units[k])
+        calls = _kangaring_calls(op, i, u, self.layout.host_cc, firsts[e])
+        steps = np.where(r.checked, r.s + 1, 0)
+        spg = int(np.maximum.reduceat(steps, self.group_first)[self.group_of[k]])
+        at = int(r.got[k]) - int(r.g[k]) * spg
+        pick = [c for c in calls if c[1] == at] or calls
+        # ... and of those, the ones of the record's neigh (the own block's send, not its copy)
+        pick = [c for c in pick if LEAF_NEIGH[c[0]] == int(self.neigh[k])] or pick
+        lf = LEAF_NAMES.get(int(self.leaf[k]), int(self.leaf[k]))
+        hop = f"{i} hop{'s' if i != 1 else ''} ahead"
+        leg = "" if lay is None else f" of the HIER {escape_controls(self.entry_leg[e])} leg"
+        if int(self.algo_type[e]) == int(EncAlgType.KANGARING):
+            what = f"a member of the unit {hop} on the channel's cycle of {u} units{leg}"
+            why = ("docs/DESIGN.md \"Kangaring\": the ring's step template over the units, seed "
+                   "001 §4; FORMATS §3")
+        else:
+            what = f"the member {hop} on the channel's ring of {u}{leg}"
+            why = ("seed 001 §4's step template over the leg's group and layout: docs/DESIGN.md "
+                   "\"Leg layouts\", \"HIER\"; FORMATS §3")
+        want = " or ".join(f"{LEAF_NAMES[x]} (step {st})" for x, st in pick)
+        raise self.fail(f"leaf should be {want}, not {lf}: elements [{r.start[k]}, "
+                        f"{r.start[k] + r.count[k]}) are of the chunk of {what}, where the "
+                        f"{_OP_TEXT.get(op, op)}'s step template calls "
+                        + " or ".join(LEAF_NAMES[x] for x, _s in calls)
+                        + f" (ring_step {int(r.got[k])}: step {at} of chunk group {int(r.g[k])}, "
+                        f"{spg} steps a group on this channel) ({why})", "legs.bin", k, "leaf",
+                        channel=int(self.ch[k]))
 
     def _blame_split(self, i: int, spi: np.ndarray, ch: np.ndarray, step: np.ndarray,
                      leaf: np.ndarray, gid: np.ndarray) -> None:
@@ -3165,6 +3212,27 @@ def _kangaring_steps(op: str, leaf: np.ndarray, i: np.ndarray, u: int, host_cc: 
         return _ring_step(op, u, i, False), ok & (u > 1)
     later = np.where(i == 1, leaf == DIRECT_RECV, leaf == int(L.direct_recv_send)) & (i > 0)
     return _ring_step(op, u, i, later), (ok | later) & (u > 1)
+
+
+def _kangaring_calls(op: str, i: int, u: int, host_cc: bool, first: int) -> tuple:
+    """The (leaf, step) pairs :func:`_kangaring_steps` takes as the template's at the chunk of
+    the unit ``i`` hops ahead on a cycle of ``u`` units (``u`` > 1)."""
+    L = Leaf
+    if op == "ALLGATHER":
+        st = int(_ring_step(op, u, i, False))
+        if i == 0:
+            return ((int(L.send), st),) + (((DIRECT_COPY, st),) if first == int(L.send) else ())
+        return ((DIRECT_RECV if i == 1 else int(L.direct_recv_send), st),)
+    st = u - 1 - i
+    if i == 0:
+        own = ((int(L.recv_reduce_copy),) if op == "REDUCE_SCATTER" else
+               (int(L.recv_reduce_copy_send),) if host_cc else
+               (int(L.recv_reduce_copy), int(L.direct_copy_send)))
+        return tuple((x, st) for x in own)
+    out = ((first if i == u - 1 else int(L.recv_reduce_send), st),)
+    if op == "ALLREDUCE":
+        out += ((DIRECT_RECV if i == 1 else int(L.direct_recv_send), 2 * u - 1 - i),)
+    return out
 
 
 def _index_within(keys: np.ndarray) -> np.ndarray:
