@@ -1220,3 +1220,33 @@ def test_a_hier_ring_leaf_swapped_within_the_family_is_named_at_leaf(hier_legs_o
         "(ring_step 0: step 0 of chunk group 0, 2 steps a group on this channel) (seed 001 "
         "§4's step template over the leg's group and layout: docs/DESIGN.md \"Leg layouts\", "
         "\"HIER\"; FORMATS §3)")
+
+
+def test_a_flat_kangaring_leaf_swapped_within_the_family_is_named_at_leaf(tmp_path):
+    """A bf16 all-reduce of 40960 elements over 16 ranks forced to KANGARING: one chunk group
+    of 16 chunks of 2560 (halves of 1280), the cycle of units [0, 4, 5, 1], [2, 6, 7, 3],
+    [8, 12, 13, 9], [10, 14, 15, 11] by primaries [0, 2, 8, 10].  Rank 0's leg of position
+    10's H0 [25600, 26880): rank 10's unit is 3 = u - 1 hops ahead, where the all-reduce's
+    template (seed 001 §4 over the 4 units, docs/DESIGN.md "Kangaring") calls
+    direct_reduce_send_kangaring at step u - 1 - i = 0 and, in the all-gather phase,
+    direct_recv_send at 2u - 1 - i = 4; 2u - 1 = 7 steps a group.  Made recv_reduce_send
+    (same sdma_op, neigh and reduction_type) it simulated as a match until 2026-12-07
+    (fixer 57a)."""
+    from test_simulate_single_cycle import _leg_at, _set_leg_field
+    from test_simulate_kick_leaf import trigger0
+    out = lower_spec(coll_spec("all_reduce", "bf16", 16, 40960), tmp_path / "o",
+                     algo="kangaring")
+    t = trigger0(out)
+    assert t["chunk"] == {"channels": 1, "chunk_size_n": 2560, "pgta": 1, "tail_chunk": 2560}
+    assert t["channels"] == [{"channel": 0, "order": [0, 2, 8, 10]}]
+    assert t["kangaring"][0]["units"][3] == [10, 14, 15, 11]
+    rec = _leg_at(out, 0, 0, 10, 25600)
+    _set_leg_field(out, 0, rec, 12, "<B", 2, (0, 10, 0, 0, 25600, 1280))
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field leaf, rank 0, channel 0, artifact legs.bin, record "
+        f"{rec}: leaf should be direct_reduce_send_kangaring (step 0), not recv_reduce_send: "
+        "elements [25600, 26880) are of the chunk of a member of the unit 3 hops ahead on the "
+        "channel's cycle of 4 units, where the all-reduce's step template calls "
+        "direct_reduce_send_kangaring or direct_recv_send (ring_step 0: step 0 of chunk group "
+        "0, 7 steps a group on this channel) (docs/DESIGN.md \"Kangaring\": the ring's step "
+        "template over the units, seed 001 §4; FORMATS §3)")
