@@ -1666,7 +1666,13 @@ def test_a_sending_leg_short_of_its_successors_consuming_legs_is_refused(scr_out
     consuming legs on a channel as its ring predecessor has sending legs.  The last
     ``direct_recv_send`` of rank 1 on channel 1 made a ``direct_copy`` (same sdma_op, neither
     consumes nor sends) leaves every earlier pair equal and one fewer send: refused by its
-    successor's counts, the last consuming leg named."""
+    successor's counts, the last consuming leg named, until 2026-12-07.  Since then (fixer
+    57a) the leaf is named on rank 1 itself, before the pairing: on the CCW channel of c7c8's
+    four-rank single-cycle ring (arcs [ceil(3/2), floor(3/2)] = [2, 1], so the CCW arc is 1
+    long) a leg whose chunk's root is more than 1 hop ahead is the result coming back, and
+    the last direct_recv_send of a channel is not the farthest rank's (that is the
+    direct_recv at n - 1 - 1 = 2 hops behind the root), so DESIGN "Single-cycle ring" calls
+    direct_recv_send there."""
     out = _copy(scr_out, tmp_path)
 
     def mine(rank, leaves):
@@ -1679,9 +1685,9 @@ def test_a_sending_leg_short_of_its_successors_consuming_legs_is_refused(scr_out
     cons, sent = mine(succ, CONSUMING_LEAVES), mine(1, SENDING_LEAVES)
     assert len(cons) == len(sent) and i == sent[-1]  # the untouched output pairs them all
     _set(out, 1, "legs.bin", i * REC + LEAF, "<B", 8)
-    _refused(out, f"rank-{succ:04d}", "legs.bin", f"record {cons[-1]}", "field leaf",
-             f"channel 1 has {len(cons)} consuming legs", f"ring predecessor, rank 1, "
-             f"has {len(sent) - 1} sending legs")
+    _refused(out, "rank-0001", "legs.bin", f"record {i}", "field leaf", "channel 1",
+             "leaf should be direct_recv_send (the result coming back), not direct_copy",
+             "on the CCW channel", "(arcs [2, 1])")
 
 
 def test_leaf_9_direct_pull_is_refused_as_an_unknown_leaf(ring_out, tmp_path):
