@@ -1201,20 +1201,23 @@ def test_a_hier_kangaring_leaf_swapped_within_the_family_is_named_at_leaf(
         "over the units, seed 001 §4; FORMATS §3)")
 
 
-def test_a_hier_ring_leaf_swapped_within_the_family_is_named_at_leaf(hier_legs_out, tmp_path):
+@pytest.mark.parametrize("new, found", [(5, "direct_copy_send"), (6, "direct_recv_send")])
+def test_a_hier_ring_leaf_swapped_within_the_family_is_named_at_leaf(
+        hier_legs_out, tmp_path, new, found):
     """Rank 0's ``inter_allg`` send (leaf 1: sdma_op 2, neigh 1) of its own block's H0 [0,
-    150) made direct_copy_send (leaf 5, the same sdma_op and neigh): on the ring [0, 16] an
-    all-gather's step 0 moves the rank's own block (i = 0), sending it (send, neigh NEXT)
-    and copying it into OUT (direct_copy, neigh LOCAL: the leg is not in place), seed 001
-    §4's template; ring_step 0 of 2 a group.  Simulated as a match until 2026-12-07 (left to
-    the run; fixer 57a)."""
+    150) made direct_copy_send (leaf 5) or direct_recv_send (leaf 6), the same sdma_op and
+    neigh: on the ring [0, 16] an all-gather's step 0 moves the rank's own block (i = 0),
+    sending it (send, neigh NEXT) and copying it into OUT (direct_copy, neigh LOCAL: the leg
+    is not in place), seed 001 §4's template; ring_step 0 of 2 a group.  Simulated as a match
+    until 2026-12-07 (left to the run), direct_recv_send named at sem_count, the ring
+    protocol's wait of a consuming leaf (fixer 57a)."""
     from test_simulate_single_cycle import _set_leg_field
     out = copy(hier_legs_out, tmp_path)
     rec = _hier_leg(out, 0, "inter_allg", 1, 0)
-    _set_leg_field(out, 0, rec, 12, "<B", 5, (0, 1, 0, 0, 0, 150))
+    _set_leg_field(out, 0, rec, 12, "<B", new, (0, 1, 0, 0, 0, 150))
     assert _error(out) == (
         f"{out / 'rank-0000'}: field leaf, rank 0, channel 0, artifact legs.bin, record "
-        f"{rec}: leaf should be send (step 0), not direct_copy_send: elements [0, 150) are of "
+        f"{rec}: leaf should be send (step 0), not {found}: elements [0, 150) are of "
         "the chunk of the member 0 hops ahead on the channel's ring of 2 of the HIER "
         "inter_allg leg, where the all-gather's step template calls send or direct_copy "
         "(ring_step 0: step 0 of chunk group 0, 2 steps a group on this channel) (seed 001 "

@@ -2733,6 +2733,14 @@ class RankDecoder:
                 # check_sb2sb, decode_legs): its semaphores disagree with it as well, so the
                 # leaf is what changed (review 55t; until 2026-12-07 named at sem_count)
                 raise held
+            # a HIER RING leg's leaf its step template does not call there (a send made
+            # direct_recv_send) disagrees with its semaphores too: the leaf is what changed
+            # (check_kangaring_legs; since 2026-12-07, fixer 57a: named at sem_count)
+            try:
+                self.check_kangaring_legs()
+            except SimulationError as exc:
+                if exc.where.field == "leaf" and exc.where.record == bad:
+                    raise
             leaf = LEAF_NAMES[int(lf[bad])]
             place = (f"entry {self.spi[bad]}, channel {self.ch[bad]}, step "
                      f"{bad - self.group_first[self.group_of[bad]]}")
