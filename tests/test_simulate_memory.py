@@ -601,3 +601,55 @@ def test_a_large_buffer_is_private_to_the_process_as_np_zeros_memory_is():
     assert buf[0] == 0
     maps = open("/proc/self/maps").read()
     assert " rw-s " not in "".join(ln for ln in maps.splitlines(True) if "/dev/zero" in ln)
+
+
+def _resident_pages(buf) -> int:
+    """Pages of ``buf`` (page-aligned, a mapped buffer) in memory, by ``mincore(2)``."""
+    import ctypes
+    page = mmap.PAGESIZE
+    pages = -(-buf.nbytes // page)
+    vec = (ctypes.c_ubyte * pages)()
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert buf.ctypes.data % page == 0
+    assert libc.mincore(ctypes.c_void_p(buf.ctypes.data), ctypes.c_size_t(buf.nbytes), vec) == 0
+    return sum(v & 1 for v in bytes(vec))
+
+
+def test_a_large_buffers_pages_go_back_once_no_access_is_left(tmp_path, monkeypatch):
+    """A mapped buffer's pages go back to the system once no access of the run is left to
+    touch them (docs/SIMULATOR.md §3 "Memory"), not when the trigger is done: a 4-rank bf16
+    all-reduce of 2 MiB a rank (x_in and x_out 2 MiB each, 512 pages of 4 KiB).  When the
+    first leg runs, every rank's input is filled (512 pages each in memory); when the last
+    rank's output has been checked every leg has run, every input read and every output
+    checked, and no other trigger touches them: no page of any is still in memory, though
+    the buffers live until the trigger is done.  Until 2026-12-07 they held every page they
+    had written until then (the 64 MiB trigger of node64 held 64 x 128 MiB at its end)."""
+    import sys
+    if not sys.platform.startswith("linux"):
+        pytest.skip("mincore(2) as Linux has it")
+    from nrtrewrite.simulate.engine import Simulator
+
+    assert mmap.PAGESIZE == 4096  # (the pages counted below)
+    out = lower_spec(coll_spec("all_reduce", "bf16", 4, MiB), tmp_path / "out")
+    seen = {}
+    orig_leg = Simulator._run_leg
+    orig_done = Simulator._trigger_done
+
+    def run_leg(self, q, leg):
+        if "first" not in seen:
+            src, _dst = self.footprints[leg.trigger]
+            seen["first"] = [_resident_pages(self.mem[(r, src.region.index)])
+                             for r in range(4)]
+        orig_leg(self, q, leg)
+
+    def done(self, t):
+        src, dst = self.footprints[t.ordinal]
+        seen["done"] = [_resident_pages(self.mem[(r, reg.region.index)])
+                        for reg in (src, dst) for r in range(4)]
+        orig_done(self, t)
+    monkeypatch.setattr(Simulator, "_run_leg", run_leg)
+    monkeypatch.setattr(Simulator, "_trigger_done", done)
+    res = simulate_output(out)
+    assert res.ok, res.error
+    assert seen["first"] == [512] * 4
+    assert seen["done"] == [0] * 8

@@ -128,6 +128,38 @@ def _zeroed(size: int) -> np.ndarray:
     return np.frombuffer(mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE), np.uint8)
 
 
+#: the unit in which a mapped buffer's bytes go back to the system (:meth:`Simulator._release`)
+PAGE = mmap.PAGESIZE
+#: the methods that build a rank's executable legs: a program whose own are others (a test's
+#: hook, which may change a leg's byte runs) gives no page back early (:func:`_pristine`)
+_LEGS_OF, _BUILD_LEGS = RankProgram.legs_of, RankProgram.build_legs
+
+
+def _pristine(prog: RankProgram) -> bool:
+    """Whether ``prog``'s legs are built from its decoded byte runs as decoded: the runs
+    each access of the run still to come is counted from (:meth:`Simulator._page_counts`)."""
+    return (getattr(prog.legs_of, "__func__", None) is _LEGS_OF
+            and getattr(prog.build_legs, "__func__", None) is _BUILD_LEGS)
+
+
+def _drop_pages(buf: np.ndarray, lo: int, hi: int) -> None:
+    """Pages ``[lo, hi)`` of a mapped buffer (:func:`_zeroed`) given back to the system: they
+    read as zeros again, and take memory again only where they are written."""
+    buf.base.obj.madvise(mmap.MADV_DONTNEED, lo * PAGE, (hi - lo) * PAGE)
+
+
+def _clear(buf: np.ndarray, lo: int, hi: int) -> None:
+    """Bytes ``[lo, hi)`` of a buffer zeroed: a mapped buffer's whole pages among them given
+    back to the system (zeros again, as :func:`_drop_pages` leaves them), not written."""
+    p0, p1 = -(-lo // PAGE), hi // PAGE
+    if buf.nbytes < MAPPED_BYTES or p1 <= p0:
+        buf[lo:hi] = 0
+        return
+    buf[lo:p0 * PAGE] = 0
+    _drop_pages(buf, p0, p1)
+    buf[p1 * PAGE:hi] = 0
+
+
 def _describe(acc: Access | None) -> str:
     if acc is None:
         return "nobody"
@@ -705,6 +737,8 @@ class Simulator:
                 self.allowed[(t.ordinal, reg)] = merge_intervals(ivs)
             for key in self._trigger_keys(t):
                 self.later[key] = self.later.get(key, 0) + 1
+        #: (rank, region) -> per page of its mapped buffer, the accesses still to come
+        self.page_left = self._page_counts()
         for p in self.proxies:
             self._evaluate(p)
         for r in sorted(self.ranks):
@@ -973,6 +1007,90 @@ class Simulator:
     #: six 16 MiB all-reduces each on its own vars, then the same six: 2.08 GB for 0.91)
     KEEP_BYTES = 256 << 20
 
+    def _page_counts(self) -> dict[tuple[int, int], np.ndarray]:
+        """(rank, region) -> for each page (:data:`PAGE`) of its buffer, how many accesses of
+        the whole run touch it: every data leg's byte runs (its sources and destinations),
+        every net transfer's, each input fill and output check, for the buffers that are
+        mappings of their own (:data:`MAPPED_BYTES`).  An access done takes its pages' count
+        down (:meth:`_release`); a page no access left touches is given back to the system
+        at once, not when its trigger is done (docs/SIMULATOR.md §3 "Memory"): a byte
+        another trigger reads or checks is one it wrote itself, and one it leaves unwritten
+        is a zero either way, so no run reads or checks a byte of it but the zeros a
+        buffer made anew holds.  Empty (no page given back early) when a program's legs are
+        built otherwise than from its decoded runs (:func:`_pristine`)."""
+        if not all(_pristine(prog) for prog in self.programs.values()):
+            return {}
+        nreg = len(self.layout.regions)
+        big = np.array([self.layout.region(i).storage >= MAPPED_BYTES for i in range(nreg)]
+                       + [False])
+        if not big.any():
+            return {}
+        parts = []  # (keys, first pages, ends) per program, and of the rest together
+        for prog in self.programs.values():
+            R = prog.runs
+            reg = R["reg"].astype(np.int64)
+            m = big[np.where((reg >= 0) & (reg < nreg), reg, nreg)] & (R["len"] > 0)
+            if m.any():
+                off, ln = R["off"][m].astype(np.int64), R["len"][m].astype(np.int64)
+                parts.append((R["rank"][m].astype(np.int64) * nreg + reg[m], off // PAGE,
+                              -(-(off + ln) // PAGE)))
+        rest = []  # (rank, region, offset, bytes) of the fills, checks and net transfers
+        for r, prog in self.programs.items():
+            entries = prog.entries
+            for e, ent in enumerate(entries):
+                src, dst = self.footprints[ent.trigger.ordinal]
+                if e == 0 or not entries[e - 1].trigger_next:  # (_start_entry's fill)
+                    rest += [(r, src.region.index, a, b - a) for a, b in src.intervals()]
+                if not ent.trigger_next:  # (_complete_entry's check)
+                    rest += [(r, dst.region.index, a, b - a) for a, b in dst.intervals()]
+        for p in self.proxies:
+            for tr in p.transfers:
+                if not tr.terminator:
+                    rest += [(*tr.src, tr.size), (*tr.dst, tr.size)]
+        rest = [x for x in rest if big[x[1]] and x[3] > 0]
+        if rest:
+            a = np.array(rest, np.int64)
+            parts.append((a[:, 0] * nreg + a[:, 1], a[:, 2] // PAGE,
+                          -(-(a[:, 2] + a[:, 3]) // PAGE)))
+        if not parts:
+            return {}
+        keys = np.unique(np.concatenate([k for k, _a, _b in parts]))
+        pages = np.array([-(-self.layout.region(int(k) % nreg).storage // PAGE)
+                          for k in keys], np.int64)
+        base = np.cumsum(pages) - pages
+        diff = np.zeros(int(pages.sum()) + 1, np.int64)
+        for k, a, b in parts:
+            at = base[np.searchsorted(keys, k)]
+            np.add.at(diff, at + a, 1)
+            np.add.at(diff, at + b, -1)
+        counts = np.cumsum(diff[:-1]).astype(np.int32)
+        return {(int(k) // nreg, int(k) % nreg): counts[b0:b0 + n]
+                for k, b0, n in zip(keys.tolist(), base.tolist(), pages.tolist())}
+
+    def _release(self, r: int, reg: int, off: int, n: int) -> None:
+        """An access of bytes ``[off, off + n)`` of buffer ``(r, reg)`` done: the pages no
+        access of the run touches any more go back to the system (:meth:`_page_counts`)."""
+        left = self.page_left.get((r, reg))
+        if left is None or n <= 0:
+            return
+        p0, p1 = off // PAGE, -(-(off + n) // PAGE)
+        seg = left[p0:p1]
+        seg -= 1
+        if seg.all():
+            return
+        buf = self.mem.get((r, reg))
+        if buf is None:
+            return
+        done = np.flatnonzero(seg == 0)
+        brk = np.flatnonzero(np.diff(done) != 1)
+        for a, b in zip(done[np.r_[0, brk + 1]].tolist(), done[np.r_[brk, -1]].tolist()):
+            _drop_pages(buf, p0 + a, p0 + b + 1)
+
+    def _release_runs(self, streams: list) -> None:
+        for runs in streams:
+            for r, reg, off, n in runs:
+                self._release(r, reg, off, n)
+
     def _trigger_keys(self, t: TriggerSpec) -> list[tuple[int, int]]:
         """The (rank, region) buffers trigger ``t`` may touch: its operands', scratch and
         gateway on each rank of its group (a leg writes no other rank or region, and reads
@@ -1096,6 +1214,9 @@ class Simulator:
                     self._move(srcs, dsts, leg, acc, vc)
             else:
                 self._move(leg.srcs, leg.dsts, leg, acc, vc)
+            if self.page_left:
+                self._release_runs(leg.srcs)
+                self._release_runs(leg.dsts)
         if leg.incs:
             snap = None
             for r, s, v in leg.incs:
@@ -1183,6 +1304,9 @@ class Simulator:
         sr, sreg, soff = tr.src
         data = self._read([(sr, sreg, soff, tr.size)], acc, vc)
         self._write([(tr.dst[0], tr.dst[1], tr.dst[2], tr.size)], data, acc, vc)
+        if self.page_left:
+            self._release(sr, sreg, soff, tr.size)
+            self._release(tr.dst[0], tr.dst[1], tr.dst[2], tr.size)
         if tr.complete:
             self._give(tr.notify[0], tr.notify[1], 1, vc.copy(), p.tid, tr.trigger, (p, tr))
 
@@ -1261,6 +1385,9 @@ class Simulator:
         if ref is None:
             ref = self.refs[t.ordinal] = Reference(t.op, t.alu, t.dtype, t.group, t.n)
         ref.add(pos, got, check=lambda: self.guard.check(self.out_name, t.ordinal))
+        if self.page_left:
+            for a, b in src.intervals():
+                self._release(r, reg, a, b - a)
 
     def _check_output(self, r: int, t: TriggerSpec, ctrl: np.ndarray, tid: int) -> None:
         _src, dst = self.footprints[t.ordinal]
@@ -1277,6 +1404,9 @@ class Simulator:
         except Conflict as c:
             raise self._conflict(c, acc, r, reg, "reads") from None
         got = dst.gather(buf)
+        if self.page_left:
+            for a, b in dst.intervals():
+                self._release(r, reg, a, b - a)
         ref = self.refs[t.ordinal]
         if ref.complete:
             self._verify(t, r, got, unwritten, writers)
@@ -1370,7 +1500,7 @@ class Simulator:
                         # zeroed the whole buffer anew: a scratch region sized for every
                         # trigger made that quadratic in the triggers, SIMULATOR.md §9)
                         for a, b in self.dirty.pop(key, ()):
-                            buf[a:b] = 0
+                            _clear(buf, a, b)
                         self.idle[key] = buf.nbytes
                         self.idle_bytes += buf.nbytes
                     else:
