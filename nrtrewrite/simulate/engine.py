@@ -1039,9 +1039,10 @@ class Simulator:
             entries = prog.entries
             for e, ent in enumerate(entries):
                 src, dst = self.footprints[ent.trigger.ordinal]
-                if e == 0 or not entries[e - 1].trigger_next:  # (_start_entry's fill)
+                if ((e == 0 or not entries[e - 1].trigger_next)  # (_start_entry's fill)
+                        and big[src.region.index]):
                     rest += [(r, src.region.index, a, b - a) for a, b in src.intervals()]
-                if not ent.trigger_next:  # (_complete_entry's check)
+                if not ent.trigger_next and big[dst.region.index]:  # (the output check)
                     rest += [(r, dst.region.index, a, b - a) for a, b in dst.intervals()]
         for p in self.proxies:
             for tr in p.transfers:
