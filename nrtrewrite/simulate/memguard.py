@@ -2,8 +2,10 @@
 
 The simulator holds every rank's data: each (rank, region) buffer lives until every trigger
 that touched it has completed on all ranks of its group.  So at the moment a trigger's last
-rank completes, every rank of its group still holds that trigger's input and output bytes:
-:func:`operand_floor` is that amount.  Making the test data and checking the outputs hold
+rank completes, every rank of its group still holds that trigger's input and output bytes
+(until 2026-12-07: a buffer of ``engine.MAPPED_BYTES`` or more now gives each page back
+after its last access, so a run may peak below the floor; the floor is still what is
+weighed): :func:`operand_floor` is that amount.  Making the test data and checking the outputs hold
 more (:func:`~nrtrewrite.simulate.testdata.reference_bytes`: a reduction's float64
 accumulator alone is 8 bytes an element, eight times an fp8 operand): a trigger's floor
 (:class:`Floor`) is the larger of its operands with what checking an output holds, and its
