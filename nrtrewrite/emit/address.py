@@ -152,18 +152,43 @@ class MemoryMap:
 
     regions: list[Region] = field(default_factory=list)
     sbuf_partition_stride: int = 0
+    #: (regions, its length, {(subgraph, var_id): region}, {kind: region}): the first region
+    #: of each key, as a scan of ``regions`` finds it; rebuilt when ``regions`` is replaced or
+    #: changes length (:meth:`_index`)
+    _index_cache: tuple | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # A tuple: a region cannot be replaced in place behind the index's back.
+        self.regions = tuple(self.regions)
+
+    def _index(self) -> tuple:
+        """The lookups of :meth:`var` and :meth:`named`, built once per ``regions`` (both are
+        called per trigger operand: a scan of every var's region made lowering cost triggers
+        x regions)."""
+        regions = self.regions
+        cache = self._index_cache
+        if cache is None or cache[0] is not regions or cache[1] != len(regions):
+            by_var: dict[tuple[str | None, int | None], Region] = {}
+            by_kind: dict[str, Region] = {}
+            for reg in regions:
+                by_var.setdefault((reg.subgraph, reg.var_id), reg)
+                by_kind.setdefault(reg.kind, reg)
+            cache = self._index_cache = (regions, len(regions), by_var, by_kind)
+        return cache
 
     def var(self, subgraph: str, var_id: int) -> Region:
-        for reg in self.regions:
-            if reg.subgraph == subgraph and reg.var_id == var_id:
-                return reg
-        raise KeyError((subgraph, var_id))
+        """The first region of ``var_id`` of ``subgraph``."""
+        try:
+            return self._index()[2][(subgraph, var_id)]
+        except (KeyError, TypeError):
+            raise KeyError((subgraph, var_id)) from None
 
     def named(self, kind: str) -> Region | None:
-        for reg in self.regions:
-            if reg.kind == kind:
-                return reg
-        return None
+        """The first region of ``kind``, or None."""
+        try:
+            return self._index()[3].get(kind)
+        except TypeError:  # an unhashable kind names no region
+            return None
 
     @staticmethod
     def core_base(logical_core: int) -> int:

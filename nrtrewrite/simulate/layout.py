@@ -230,11 +230,12 @@ class Layout:
         mem = doc["memory"]
         self._fixed = {key: mem[key].int() for key in ("core_window", "dram_base", "sbuf_base")}
         self.stride = mem["sbuf_partition_stride"].int(0)
-        self.regions: list[Region] = [
+        #: a tuple: :meth:`named`'s index cannot go stale under an in-place change
+        self.regions: tuple[Region, ...] = tuple(
             Region(i, reg["name"].str(), reg["kind"].str(), reg["offset"].int(),
                    reg["size"].int(), reg["partitions"].int(),
                    reg["subgraph"].opt_str(), reg["var_id"].opt_int())
-            for i, reg in enumerate(mem["regions"].items())]
+            for i, reg in enumerate(mem["regions"].items()))
         topo = doc["topology"]
         #: (key path, place) of each row of ``topology.ranks``, as written
         self._rows = [(info.path, RankPlace(info["rank"].int(0), info["node"].int(),
@@ -745,10 +746,20 @@ class Layout:
                                   file=self.file) from None
 
     def named(self, kind: str) -> Region | None:
-        for r in self.regions:
-            if r.kind == kind:
-                return r
-        return None
+        """The first region of ``kind`` in ``memory.regions``, or None: from an index built
+        once per ``regions`` (called per trigger: a scan made simulating cost triggers x
+        regions), rebuilt when ``regions`` is replaced or changes length."""
+        regions = self.regions
+        cache = self.__dict__.get("_by_kind")
+        if cache is None or cache[0] is not regions or cache[1] != len(regions):
+            by_kind: dict[str, Region] = {}
+            for r in regions:
+                by_kind.setdefault(r.kind, r)
+            cache = self._by_kind = (regions, len(regions), by_kind)
+        try:
+            return cache[2].get(kind)
+        except TypeError:  # an unhashable kind names no region
+            return None
 
     def core_base(self, rank: int) -> int:
         return self.places[rank].core * CORE_WINDOW
