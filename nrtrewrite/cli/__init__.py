@@ -728,6 +728,17 @@ def echo_whole(text: str) -> None:
     WholeWriter(sys.stdout).write(text + "\n")
 
 
+def echo_whole_pieces(pieces) -> None:
+    """The texts ``pieces`` yields, one after the other, on stdout as one piece, as
+    :func:`echo_whole` of their join writes it (a stop comes after the last; a second stop
+    meanwhile ends the process at once), without holding the whole text: a document printed
+    at once written a part at a time (``explain --json``'s triggers, a record each)."""
+    out = WholeWriter(sys.stdout)
+    with _writing_out():
+        for text in pieces:
+            out.write(text)
+
+
 class Terminated(BaseException):
     """SIGTERM or SIGHUP arrived: raised where the process is, so that every ``finally`` and
     ``except BaseException`` runs (a half-written output's temporary folder is removed, as
