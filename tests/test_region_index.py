@@ -110,3 +110,39 @@ def test_lookups_walk_the_regions_once_not_once_per_call(tmp_path):
     for _ in range(200):
         assert layout.named("gw").name == "gw"
     assert _CountingTuple.walks == 1
+
+
+class _CountingList(list):
+    """A leader's entries, counting the walks over them."""
+
+    walks = 0
+
+    def __iter__(self):
+        type(self).walks += 1
+        return super().__iter__()
+
+
+def test_kick_check_walks_each_leaders_entries_once(tmp_path, monkeypatch):
+    """simulate/engine.py ``_check_kicks`` (each kick's spad_index is its trigger's first
+    entry on the leader, FORMATS §9): a walk over the leader's entries per trigger made it
+    triggers x entries (fixer 57l, the per-trigger scans review 57j asked after); now one
+    walk per leader.  fixtures/sbuf.yaml: 4 collectives, every one led by rank 0."""
+    from nrtrewrite.simulate import engine, simulate_output
+    out = lower_neff(FIX / "sbuf.neff", tmp_path / "out")
+    check = engine.Simulator._check_kicks
+    seen = {}
+
+    def counted(self):
+        for prog in self.programs.values():
+            prog.entries = _CountingList(prog.entries)
+        seen["leaders"] = {t.leader for t in self.triggers.values()}
+        seen["triggers"] = len(self.triggers)
+        _CountingList.walks = 0
+        check(self)
+        seen["walks"] = _CountingList.walks
+
+    monkeypatch.setattr(engine.Simulator, "_check_kicks", counted)
+    res = simulate_output(out)
+    assert res.ok
+    assert seen["leaders"] == {0} and seen["triggers"] == 4
+    assert seen["walks"] == 1

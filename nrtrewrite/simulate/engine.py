@@ -534,9 +534,19 @@ class Simulator:
 
     def _check_kicks(self) -> None:
         """Each kick word's spad_index is the trigger's first entry on its leader (FORMATS §9)."""
+        # each leader's first entry of each trigger, from one walk over its entries (a walk
+        # per trigger made this triggers x entries: review 57j); keyed by the trigger's id,
+        # the triggers held by self.triggers meanwhile
+        firsts: dict[int, dict[int, int]] = {}
         for t in self.triggers.values():
             prog = self.programs[t.leader]
-            first = next(e.index for e in prog.entries if e.trigger is t)
+            if (of_leader := firsts.get(t.leader)) is None:
+                of_leader = firsts[t.leader] = {}
+                for e in prog.entries:
+                    of_leader.setdefault(id(e.trigger), e.index)
+            first = of_leader.get(id(t))
+            if first is None:  # (none: as the walk it replaces)
+                first = next(e.index for e in prog.entries if e.trigger is t)
             kicks = self._kick_spad.get(t.ordinal, ())
             for w, (spad, member, idx) in enumerate(kicks):
                 if spad != first:
