@@ -51,3 +51,31 @@ def test_explain_json_is_json_dumps_indent_2_of_its_document(args):
     doc = json.loads(res.stdout)  # (dict keeps the keys' order)
     assert list(doc)[-2:] == ["triggers", "skipped_triggers"]
     assert res.stdout == json.dumps(doc, indent=2) + "\n"
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_an_error_while_the_pieces_are_made_is_the_error_document_alone(k, monkeypatch):
+    """Review 57s: the pieces were written as they were made, so a MemoryError from the
+    k-th trigger record's ``json.dumps`` (a big record; the command's out-of-memory line,
+    exit 71) came after a cut document: stdout no JSON.  Every piece is made before the
+    first is written: stdout is the error document alone (CLI.md "Errors": on an error
+    stdout is still one document)."""
+    import types
+    import nrtrewrite.cli.explain as ex
+    real, seen = json.dumps, []
+
+    def dumps(obj, *a, **kw):
+        if isinstance(obj, dict) and "trigger" in obj and "lowered" in obj:  # a record
+            seen.append(obj)
+            if len(seen) == k:
+                raise MemoryError
+        return real(obj, *a, **kw)
+
+    fake = types.SimpleNamespace(**{n: getattr(json, n) for n in dir(json)
+                                    if not n.startswith("__")})
+    fake.dumps = dumps
+    monkeypatch.setattr(ex, "json", fake)
+    res = cli("explain", "--json", FIX / "mix8.neff")
+    assert len(seen) == k and res.exit_code == 71, (len(seen), res.output)
+    doc = json.loads(res.stdout)  # one document, nothing before it
+    assert doc["triggers"] == [] and "memory" in doc["error"], doc

@@ -1198,7 +1198,9 @@ def explain_cmd(model, rank, topology, algo, host_cc, as_json, only, show_all, n
                "model_refusal": str(refusal) if refusal is not None else None,
                "refused_not_shown": refused,
                "triggers": records, "skipped_triggers": skipped}
-        echo_whole_pieces(_json_pieces(out, "triggers"))
+        # every piece's text made before the first is written: an error meanwhile (out of
+        # memory) is then the error document alone, not one after a cut document
+        echo_whole_pieces(list(_json_pieces(out, "triggers")))
         return
     console = stdout_console()
     head = f"{topo.title} ({topo.nodes} node(s), lnc {topo.lnc_size}, " \
