@@ -57,6 +57,14 @@ def test_memory_map_index_follows_a_replaced_region_list():
         mem.var("sg00", 3)
     # the regions are held as a tuple: no region is replaced in place behind the index
     assert isinstance(_hand_map().regions, tuple)
+    # review 57s: a list assigned, then changed in place at the same length, is not what the
+    # map holds (a tuple of it, taken at the first lookup): the map's answers follow the map
+    given = [Region("g", "gw", 0, 8), Region("s3", "scratch", 4096, 8)]
+    mem.regions = given
+    assert mem.named("scratch").name == "s3"
+    given[1] = Region("s9", "scratch", 8192, 8)
+    assert mem.named("scratch").name == "s3" and isinstance(mem.regions, tuple)
+    assert mem.regions[1].name == "s3"
 
 
 def test_layout_named_gives_the_first_region_of_a_kind(tmp_path):

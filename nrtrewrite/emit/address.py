@@ -16,6 +16,7 @@ out from ``DRAM_BASE``; state-buffer vars live in the SBUF window at
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from nrtrewrite.codes import SBUF_PARTITIONS, VarType
@@ -150,7 +151,7 @@ class Region:
 class MemoryMap:
     """The same layout on every rank; a rank adds its core window."""
 
-    regions: list[Region] = field(default_factory=list)
+    regions: Sequence[Region] = field(default_factory=tuple)  # (held as a tuple)
     sbuf_partition_stride: int = 0
     #: (regions, its length, {(subgraph, var_id): region}, {kind: region}): the first region
     #: of each key, as a scan of ``regions`` finds it; rebuilt when ``regions`` is replaced or
@@ -166,6 +167,8 @@ class MemoryMap:
         called per trigger operand: a scan of every var's region made lowering cost triggers
         x regions)."""
         regions = self.regions
+        if not isinstance(regions, tuple):  # (a list assigned since: held as a tuple too)
+            regions = self.regions = tuple(regions)
         cache = self._index_cache
         if cache is None or cache[0] is not regions or cache[1] != len(regions):
             by_var: dict[tuple[str | None, int | None], Region] = {}
