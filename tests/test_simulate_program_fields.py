@@ -1929,6 +1929,23 @@ def test_a_mesh_legs_event_wait_off_in_both_records_names_both(mesh_out, tmp_pat
         f"semaphore {sid}) (mesh_reduce leg, legs.bin record {g})")
 
 
+@pytest.mark.parametrize("off", [8, 16, 100])
+def test_a_mesh_legs_event_word_moved_off_the_events_is_named(mesh_out, tmp_path, off):
+    """The first mesh_reduce's 0xBF word's wait_idx (offset 5, FORMATS §4) moved to a
+    semaphore below the event window (ids 192..255, §7): a mesh leg's word only ever waits
+    an event (§4's MESH row, 192 + t), so the word is the wrong record, named with
+    sem.bin's event (review 57o: since 2026-12-07's balance check it fell to `one of the
+    two records is wrong`)."""
+    out = _copy(mesh_out, tmp_path)
+    g, trig, bd, word, sid = _event_leg(out, 0, 17)
+    assert sid >= 192
+    _set(out, 0, "sb2sb.bin", word * WORD + 5, "<B", off)
+    line = _error_line(out)
+    assert line.startswith(
+        f"{out / 'rank-0000'}: field wait_idx, rank 0, artifact sb2sb.bin, record {word}: "
+        f"wait_idx should be {sid}, not {off} "), line
+
+
 def test_a_single_cycle_legs_two_waits_swapped_are_named_in_sem_bin(scr_out, tmp_path):
     """A SINGLE_CYCLE_RING recv_reduce_copy_send (4) waits its channel's recv_sema (16 + 4c),
     then its post_sema (18 + 4c) (FORMATS §3.3, §7). The two sem.bin records swapped (review

@@ -3503,8 +3503,13 @@ def resolve_event_holds(programs: dict[int, RankProgram]) -> None:
         if h is None:
             continue
         sids = {h.bd_sid, h.word_sid}
+        window = range(SEM_EVENT_BASE, SEM_EVENT_BASE + ENC_MESH_MAX_NUM_EVENTS)
+        if h.word_sid not in window and h.bd_sid in window:
+            # FORMATS §4 (MESH, INTRA_RDH rows): a mesh or RDH leg's word waits an event
+            # semaphore, 192 + t; one outside the events is the wrong record (review 57o)
+            raise h.word_error
         bal = None
-        if SEM_EVENT_BASE <= h.word_sid < SEM_EVENT_BASE + ENC_MESH_MAX_NUM_EVENTS:
+        if h.word_sid in window:
             bal = _event_balance(programs, h, sids)
         if bal is not None:
             inc, wait = bal
