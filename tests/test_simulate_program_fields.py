@@ -1970,3 +1970,32 @@ def test_a_single_cycle_legs_two_waits_swapped_are_named_in_sem_bin(scr_out, tmp
         f"recv_reduce_copy_send leg (legs.bin record {legs[0]}) waits its recv_sema, then its "
         f"post_sema (FORMATS §7), and its next wait (sem.bin record {k + 1}) is on semaphore "
         f"{16 + 4 * c} (channel {c} recv_sema)")
+
+
+def test_a_single_cycle_legs_increment_made_a_copy_of_its_first_wait_is_named(
+        scr_out, tmp_path):
+    """The same leg's third BD, its dma_compl_sema increment (FORMATS §7: the waits, recv_sema
+    then post_sema, then the dma_compl_sema increment, then the successor's), overwritten by a
+    copy of its recv_sema wait (review 57o): the leg waits recv, post, recv, and the third
+    wait, standing where the increment belongs, is named (since 2026-12-07's order check the
+    untouched post_sema wait was named `first`)."""
+    out = _copy(scr_out, tmp_path)
+    for r in range(4):
+        legs = [i for i, g in enumerate(_legs(out, r)) if g["leaf"] == 4]
+        if legs:
+            break
+    g = _legs(out, r)[legs[0]]
+    k = g["sem_first"]
+    c = g["channel"]
+    sems = _sems(out, r)
+    assert [s[0] & 0xFF for s in sems[k:k + 3]] == [20, 20, 21]
+    assert sems[k][2] == EVT_SEM + (r << 30) + DEC_WINDOW + 4 * (16 + 4 * c)
+    p = _file(out, r, "sem.bin")
+    data = bytearray(p.read_bytes())
+    data[(k + 2) * BD:(k + 3) * BD] = data[k * BD:(k + 1) * BD]
+    p.write_bytes(bytes(data))
+    assert _error_line(out) == (
+        f"{out / f'rank-{r:04d}'}: field ctrl.subop, rank {r}, artifact sem.bin, record "
+        f"{k + 2}: a third wait, of semaphore {16 + 4 * c} (channel {c} recv_sema): a "
+        f"SINGLE_CYCLE_RING recv_reduce_copy_send leg (legs.bin record {legs[0]}) waits its "
+        f"recv_sema, then its post_sema, and then increments (FORMATS §7)")

@@ -2677,7 +2677,21 @@ class RankDecoder:
                        "ctrl.subop", base=1)
             # a SINGLE_CYCLE_RING leg's two waits: its recv_sema, then its post_sema (FORMATS
             # §7; review 57i: swapped, the 0xBF word's wait_idx, untouched, was named)
+            # a leg with another count of such waits is left to the BD kind counts below
+            # (review 57o: a third wait standing where an increment belongs named the
+            # untouched post_sema wait)
             scr_w = single & np.isin(lf_s, list(RING_LEAVES)) & wait & local
+            n_scr_w = np.bincount(leg[scr_w], minlength=self.n_legs)[leg]
+            # a third such wait stands where the leg's increments belong: it is named
+            third = np.zeros(n, bool)
+            for g3 in np.unique(leg[scr_w & (n_scr_w > 2)]).tolist():
+                third[np.flatnonzero(scr_w & (leg == g3))[2]] = True
+            self.check(third, lambda i:
+                       f"a third wait, of {sem_name(int(sid[i]))}: a SINGLE_CYCLE_RING "
+                       f"{LEAF_NAMES[int(lf_s[i])]} leg (legs.bin record {leg[i]}) waits its "
+                       f"recv_sema, then its post_sema, and then increments (FORMATS §7)",
+                       "sem.bin", "ctrl.subop")
+            scr_w &= n_scr_w == 2
             self.check((leg[1:] == leg[:-1]) & scr_w[1:] & scr_w[:-1]
                        & (b_role[:-1] == ROLE_POST) & (b_role[1:] == ROLE_RECV), lambda i:
                        f"wait of {sem_name(int(sid[i]))} first: a SINGLE_CYCLE_RING "
