@@ -413,3 +413,25 @@ def test_a_fifo_entry_field_fixed_at_zero_is_named_when_a_byte_of_it_is_not(xmes
     m.fix_manifest_counts(0)
     text = failure_text(m.simulate())
     assert f"{m.path / 'rank-0000'}: {says}" in text, text
+
+
+@pytest.mark.parametrize("record,value", [(0, 1), (0, -1), (2, 2), (2, 0)])
+def test_a_single_entry_ops_net_op_idx_changed_is_named_at_the_entry(
+        xmesh, tmp_path, record, value):
+    """Rank 0's receive FIFO: op 0's one entry and terminator, then op 1's (FORMATS §8.2, the
+    test above). One entry's net_op_idx changed: the entry and its terminator disagree, and
+    the ops' order decides (§8.2: ops in net_op_idx order, each once, 2 on the channel): the
+    terminator's value fits between the op before and the next terminator, the entry's does
+    not, so the entry is named (review 57o: the untouched terminator was, with the entry's
+    value as the right one)."""
+    o = Out(xmesh, tmp_path / "m")
+    a = o.arr(0, "net_dest.bin")
+    assert a["mark"].tolist() == [0, 1, 0, 1]
+    assert a["net_op_idx"].tolist() == [0, 0, 1, 1]
+    o.edit(0, "net_dest.bin",
+           lambda x: x["net_op_idx"].__setitem__(record, np.uint32(value % 2 ** 32)))
+    text = failure_text(o.simulate())
+    op = record // 2
+    assert (f"rank-0000: field net_op_idx, rank 0, channel 0, artifact net_dest.bin, record "
+            f"{record}: net_op_idx {value % 2 ** 32} inside op {op}: its terminator (record "
+            f"{record + 1}) carries {op}") in text, text

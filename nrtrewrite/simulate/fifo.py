@@ -326,7 +326,8 @@ class FifoDecoder:
 
     @staticmethod
     def _blame_op_index(ents: np.ndarray, term_idx: int, start: int, i: int, first0: int,
-                        counts: np.ndarray, cnt_field: str, fail) -> None:
+                        counts: np.ndarray, cnt_field: str, fail,
+                        bounds: tuple[int, int] = (-1, -1)) -> None:
         """The ``net_op_idx`` of the entries ``start..i-1`` of a FIFO and of their terminator
         ``i`` disagree (FORMATS §8.2: an op's entries and its terminator carry its index):
         name the record that breaks the rule (review 57i; until 2026-12-07 the terminator
@@ -336,13 +337,24 @@ class FifoDecoder:
         * one record differs from all the others (three or more): it is named;
         * the entries change from op a to b at one point, and the terminator (and all the
           entries after that point) carry b: op a's terminator is missing there, and the
-          first entry of b is named, "inside op a".
+          first entry of b is named, "inside op a";
+        * one entry and its terminator (two values): ``bounds`` (lo, hi), the op before's
+          index and the next terminator's (or the channel's op count), hold the op between
+          them (§8.2: ops in order, each once); the entry is named when only the terminator's
+          value fits (review 57o: the untouched terminator was named).
 
         Returns otherwise (the caller's lines stand)."""
         vals = [int(v) for v in ents["net_op_idx"]] + [term_idx]
         if len(set(vals)) == 1:
             return
         rest = vals[1:]
+        lo, hi = bounds
+        if len(vals) == 2 and lo < term_idx < hi and not lo < vals[0] < hi:
+            raise fail(start, f"net_op_idx {vals[0]} inside op {term_idx}: its terminator "
+                              f"(record {first0 + i}) carries {term_idx}, and ops run in order, "
+                              f"each once: after {'no op' if lo < 0 else f'op {lo}'} and "
+                              f"before {hi}, it fits, {vals[0]} does not (FORMATS §8.2: an "
+                              "op's entries carry its index)", "net_op_idx")
         if len(vals) >= 3:
             for j, v in enumerate(vals):
                 others = set(vals[:j] + vals[j + 1:])
@@ -406,8 +418,10 @@ class FifoDecoder:
             if int(term["mark"]) != OP_COMPLETE:
                 raise fail(i, f"mark {int(term['mark'])}: a FIFO entry is NET_TRANSFER (0) or a "
                               "NET_OP_COMPLETE (1) terminator", "mark")
+            nxt = np.flatnonzero(recs["mark"][i + 1:] == OP_COMPLETE)
+            hi = int(recs["net_op_idx"][i + 1 + nxt[0]]) if nxt.size else int(f.ops.size)
             self._blame_op_index(ents, int(term["net_op_idx"]), start, i, first0,
-                                 f.ops[cnt_field], cnt_field, fail)
+                                 f.ops[cnt_field], cnt_field, fail, (prev, hi))
             if int(term["net_op_idx"]) != k:
                 raise fail(i, f"terminator net_op_idx should be {k}, the op it closes (count of "
                               f"net_ops_info so far - 1), not {int(term['net_op_idx'])}",
