@@ -1999,3 +1999,27 @@ def test_a_single_cycle_legs_increment_made_a_copy_of_its_first_wait_is_named(
         f"{k + 2}: a third wait, of semaphore {16 + 4 * c} (channel {c} recv_sema): a "
         f"SINGLE_CYCLE_RING recv_reduce_copy_send leg (legs.bin record {legs[0]}) waits its "
         f"recv_sema, then its post_sema, and then increments (FORMATS §7)")
+
+
+def test_a_single_cycle_legs_first_wait_value_changed_in_sem_bin_is_named_there(
+        scr_out, tmp_path):
+    """A SINGLE_CYCLE_RING recv_reduce_copy_send's first wait (recv_sema, FORMATS §7) by 1
+    made 2 in sem.bin, its 0xBF word untouched: FORMATS §4's SINGLE_CYCLE_RING row fixes the
+    word's semaphore_value at 1, so the word is right and the sem.bin record is named
+    (review 57o: the untouched word was, `semaphore_value should be 2, not 1`)."""
+    out = _copy(scr_out, tmp_path)
+    for r in range(4):
+        legs = [i for i, g in enumerate(_legs(out, r)) if g["leaf"] == 4]
+        if legs:
+            break
+    g = _legs(out, r)[legs[0]]
+    k = g["sem_first"]
+    word = _get(out, r, "legs.bin", legs[0] * REC + 16, "<I")
+    assert _sems(out, r)[k][0] & 0xFF == 20 and _sems(out, r)[k][1] == 1
+    assert _get(out, r, "sb2sb.bin", word * WORD + 8, "<I") == 1
+    _set(out, r, "sem.bin", k * BD + 4, "<I", 2)
+    assert _error_line(out) == (
+        f"{out / f'rank-{r:04d}'}: field value, rank {r}, artifact sem.bin, record {k}: wait "
+        f"value should be 1, not 2: a SINGLE_CYCLE_RING recv_reduce_copy_send leg's waits are "
+        f"by 1, as its 0xBF word (sb2sb.bin record {word}) carries (FORMATS §4, §7; legs.bin "
+        f"record {legs[0]})")

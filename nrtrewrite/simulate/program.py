@@ -2278,6 +2278,17 @@ class RankDecoder:
         # changed sem.bin value given as the right one)
         ev = waits & np.isin(self.leaf[leg], list(EVENT_LEAVES)) & (
             (sid[fwc] if sid.size else np.zeros(leg.size, np.int64)) >= SEM_EVENT_BASE)
+        # a SINGLE_CYCLE_RING ring leg's waits are each by 1 (FORMATS §4's row, §7): a word
+        # carrying 1 where the leg's first sem.bin wait says otherwise is right, and the
+        # sem.bin record is named (review 57o: the untouched word was)
+        scr = (self.algo_type[self.spi[leg]] == int(EncAlgType.SINGLE_CYCLE_RING)) \
+            & np.isin(self.leaf[leg], list(RING_LEAVES)) & waits
+        j = _first(scr & (W["semaphore_value"].astype(np.int64) == 1) & (want[2] != 1))
+        if j is not None:
+            raise self.fail(f"wait value should be 1, not {want[2][j]}: a SINGLE_CYCLE_RING "
+                            f"{LEAF_NAMES[int(self.leaf[leg[j]])]} leg's waits are by 1, as its "
+                            f"0xBF word (sb2sb.bin record {j}) carries (FORMATS §4, §7; legs.bin "
+                            f"record {leg[j]})", "sem.bin", int(fw[j]), "value")
         for fld, w in zip(names, want):
             got = W[fld].astype(np.int64)
             bad = got != w
