@@ -94,7 +94,8 @@ def test_no_column_narrows_from_one_page_to_the_next(tmp_path, monkeypatch, wide
     arr["buf_ptr"][widest] = (1 << 40) - 1  # 0xffffffffff, where the others are 0x0
     pages = _page_lines(_file(tmp_path, "dma.bin", arr))
     assert [len(p) for p in pages] == [11, 11, 11, 6]  # a header line, the rows
-    narrow = len("│  0 │ M2S │ 0      │ 0       │ 65536  │ 0     │ 0    │ 0   │ buf_ptr │")
+    # (the meta column, bit 23 of word 0, since 2026-12-07: review 57i)
+    narrow = len("│  0 │ M2S │ 0      │ 0       │ 65536  │ 0     │ 0    │ 0    │ 0   │ buf_ptr │")
     for k, lines in enumerate(pages):
         assert {len(ln) for ln in lines} == {narrow + 5 if k >= widest // 10 else narrow}
         if k >= widest // 10:
