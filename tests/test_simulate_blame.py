@@ -1253,3 +1253,34 @@ def test_a_flat_kangaring_leaf_swapped_within_the_family_is_named_at_leaf(tmp_pa
         "direct_reduce_send_kangaring or direct_recv_send (ring_step 0: step 0 of chunk group "
         "0, 7 steps a group on this channel) (docs/DESIGN.md \"Kangaring\": the ring's step "
         "template over the units, seed 001 §4; FORMATS §3)")
+
+
+@pytest.mark.parametrize("new", [2, 10], ids=["recv_reduce_send", "direct_reduce_send_kangaring"])
+def test_an_own_unit_kangaring_reduce_swapped_for_another_reduce_is_named_the_reduce(
+        tmp_path, new):
+    """The model above: rank 0's leg of its own position 0's H0 [0, 1280) at the final reduce
+    step: its unit is 0 hops ahead, where the all-reduce's template calls recv_reduce_copy
+    and direct_copy_send, both at step u - 1 - 0 = 3 (docs/DESIGN.md "Kangaring").  The
+    recv_reduce_copy (a reduce: CCE sdma_op 4 and a reduction_type, FORMATS §3; neigh 1, it
+    writes the unit's OUT) made either other reducing leaf is named recv_reduce_copy: the
+    direct_copy_send of the same step is a copy (OUT -> OUT@next, no CCE, no reduction),
+    which its sdma_op and reduction_type contradict.  Until 2026-12-07 (review 57p) the two
+    were told apart by the ring's neigh of each leaf (recv_reduce_copy LOCAL) and
+    direct_copy_send was named."""
+    from test_simulate_single_cycle import _leg_at, _set_leg_field
+    out = lower_spec(coll_spec("all_reduce", "bf16", 16, 40960), tmp_path / "o",
+                     algo="kangaring")
+    rec = _leg_at(out, 0, 0, 3, 0)
+    L = np.fromfile(out / "rank-0000" / "legs.bin", F.LEG_DTYPE)
+    assert (int(L["sdma_op"][rec]), int(L["neigh"][rec])) == (4, 1)
+    assert int(L["reduction_type"][rec]) != 0xFF
+    _set_leg_field(out, 0, rec, 12, "<B", new, (0, 3, 0, 3, 0, 1280))
+    name = {2: "recv_reduce_send", 10: "direct_reduce_send_kangaring"}[new]
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field leaf, rank 0, channel 0, artifact legs.bin, record "
+        f"{rec}: leaf should be recv_reduce_copy (step 3), not {name}: elements [0, 1280) are "
+        "of the chunk of a member of the unit 0 hops ahead on the channel's cycle of 4 units, "
+        "where the all-reduce's step template calls recv_reduce_copy or direct_copy_send "
+        "(ring_step 3: step 3 of chunk group 0, 7 steps a group on this channel) "
+        "(docs/DESIGN.md \"Kangaring\": the ring's step template over the units, seed 001 §4; "
+        "FORMATS §3)")

@@ -1343,7 +1343,9 @@ class RankDecoder:
         (seed 001 §4 over the channel's cycle of units; docs/DESIGN.md "Kangaring") calls at
         its unit's hops: named at ``leaf`` with the one it calls there (the one whose step is
         the record's ``ring_step`` within its chunk group, where the template calls two: an
-        all-reduce's two phases, the own unit's two legs), else all it calls (since
+        all-reduce's two phases, the own unit's two legs, and whose ``sdma_op``,
+        ``reduction_type`` and ``neigh`` the record's fit), else all that fit, else all it
+        calls (since
         2026-12-07, fixer 57a: until then a swap within the family, same ``sdma_op`` and
         ``neigh``, left its channel's steps unchecked and was left to the run)."""
         if k is None:
@@ -1356,9 +1358,29 @@ class RankDecoder:
         spg = int(np.maximum.reduceat(steps, self.group_first)[self.group_of[k]])
         at = int(r.got[k]) - int(r.g[k]) * spg
         pick = [c for c in calls if c[1] == at] or calls
-        # ... and of those, the ones of the record's neigh (the own block's send, not its copy)
-        pick = [c for c in pick if LEAF_NEIGH[c[0]] == int(self.neigh[k])] or pick
-        lf = LEAF_NAMES.get(int(self.leaf[k]), int(self.leaf[k]))
+        # ... and of those, the ones whose sdma_op, reduction_type and neigh the record's fit
+        # (as _blame_single_cycle_leaf's): a reduce leaf's CCE and reduction_type, a copy's
+        # CME and none; a KANGARING primary's every ring leg reaches a peer, neigh 1 (FORMATS
+        # §3: its recv_reduce_copy writes the unit's OUT), a RING leg's LEAF_NEIGH.  Where
+        # several fit, they are listed; where none does, all the template calls there
+        # (until 2026-12-07, review 57p: the tie was broken by neigh alone, against the ring's
+        # LEAF_NEIGH, so an own-unit recv_reduce_copy made recv_reduce_send was named
+        # direct_copy_send, a copy leaf its CCE and reduction_type contradict)
+        lf0 = int(self.leaf[k])
+        sdma, neigh = int(self.sdma[k]), int(self.neigh[k])
+        reduces = int(self.a["legs.bin"]["reduction_type"][k]) != NO_REDUCTION_TYPE
+        kang = int(self.algo_type[e]) == int(EncAlgType.KANGARING)
+
+        def op_of(x: int) -> int:
+            # a KANGARING direct_recv copies the last chunk to the secondaries: a CME copy
+            # (DESIGN "Kangaring"); a ring's only waits
+            return SDMA_CME if kang and x == DIRECT_RECV else int(LEAF_SDMA[x])
+
+        def fits(x: int) -> bool:
+            return ((LEAF_SDMA[x] == SDMA_CCE) == reduces and sdma in (op_of(x), op_of(lf0))
+                    and neigh == (NEIGH_NEXT if kang else LEAF_NEIGH[x]))
+        pick = [c for c in pick if fits(c[0])] or calls
+        lf = LEAF_NAMES.get(lf0, lf0)
         hop = f"{i} hop{'s' if i != 1 else ''} ahead"
         leg = "" if lay is None else f" of the HIER {escape_controls(self.entry_leg[e])} leg"
         if int(self.algo_type[e]) == int(EncAlgType.KANGARING):
