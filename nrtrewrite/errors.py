@@ -441,6 +441,25 @@ class NrtRewriteError(Exception):
         self.args = (self.line(),)
         return self
 
+    def named_as(self, folder: str | os.PathLike, given: str) -> "NrtRewriteError":
+        """The same error, its file named from ``given`` where it is ``folder`` or lies in it:
+        ``simulate OUT``'s folder as given (``./o/rank-0000: ...``, not pathlib's
+        ``o/rank-0000``; docs/CLI.md "Paths in the output", as ``lower``'s lines; until
+        2026-12-07 pathlib's form)."""
+        file = self.where.file
+        if file is None:
+            return self
+        if os.fspath(file) == os.fspath(folder):
+            name = given
+        else:
+            rel = path_inside(file, folder)
+            if rel is None:
+                return self
+            name = os.path.join(given, rel)
+        self.where = replace(self.where, file=name)
+        self.args = (self.line(),)
+        return self
+
     def __str__(self) -> str:
         return self.line()
 

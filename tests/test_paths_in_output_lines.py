@@ -96,3 +96,36 @@ def test_a_title_as_wide_as_its_table_stays_the_tables_and_a_wider_one_is_its_ow
     assert _drawn("T" * 8)[0] == "T" * 8  # 8: its own line, whole (rich wrapped it at 7)
     assert _drawn("T" * 8)[1].startswith("\u250f")  # the table's top edge right under it
     assert _drawn("T" * 5)[0] == " TTTTT "  # a short one centred by rich, as before
+
+
+@pytest.mark.parametrize("given", ["./s3.lowered/", "./s3.lowered"])
+def test_simulates_error_lines_name_outs_files_from_out_as_given(long_place, given):
+    """Review 57p: ``simulate ./o/``'s title named OUT as given but its error line and
+    ``--json`` ``error`` named pathlib's ``o/rank-0000``: the file an error line names is
+    the path as given (CLI.md "Paths in the output"), OUT as typed, then its member joined
+    on; here record 0's leaf (byte 12 of legs.bin) set to direct_recv (7), which no entry
+    of ar2's runs."""
+    if not (long_place / "s3.lowered").is_dir():
+        run("lower", "-q", "m.neff", "-o", "s3.lowered", cwd=long_place)
+        p = long_place / "s3.lowered" / "rank-0000" / "legs.bin"
+        b = bytearray(p.read_bytes())
+        b[12] = 7
+        p.write_bytes(bytes(b))
+
+    def sim(*extra):
+        return subprocess.run([sys.executable, "-m", "nrtrewrite", "simulate", given, *extra],
+                              capture_output=True, text=True, cwd=long_place,
+                              env=env(COLUMNS=20), timeout=120)
+    rank = given.rstrip("/") + "/rank-0000"
+    proc = sim()
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"nrtrewrite: error: {given}: rank-0000/legs.bin: sha256 "
+                                  "does not match rank-0000/manifest.json;"), proc.stderr
+    doc = json.loads(sim("--json").stdout)
+    assert doc["error"].startswith(f"{given}: rank-0000/legs.bin: sha256 does not match")
+    proc = sim("--ignore-checksums")
+    assert proc.returncode == 1
+    assert f"protocol error: {rank}: field leaf, rank 0, artifact legs.bin, record 0: " \
+        in proc.stdout + proc.stderr
+    doc = json.loads(sim("--ignore-checksums", "--json").stdout)
+    assert doc["error"].startswith(f"{rank}: field leaf, rank 0, artifact legs.bin, record 0: ")

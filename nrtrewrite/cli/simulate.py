@@ -50,10 +50,11 @@ _STYLE = {"match": "green", "mismatch": "red", "error": "red", "not run": "yello
 
 
 def _run(out: Path, seed: int, show_progress: bool, model=None,
-         memory_check: bool = True, names_within: Path | None = None) -> SimulationResult:
+         memory_check: bool = True, names_within: Path | None = None,
+         given: str | None = None) -> SimulationResult:
     if not show_progress:
         return simulate_output(out, seed=seed, model=model, memory_check=memory_check,
-                               names_within=names_within)
+                               names_within=names_within, given=given)
     err = stderr_console()
     with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("legs"), TimeElapsedColumn(), console=err, transient=True) as prog:
@@ -64,7 +65,8 @@ def _run(out: Path, seed: int, show_progress: bool, model=None,
                 prog.update(task, completed=done, total=total)
 
         return simulate_output(out, seed=seed, progress=cb, model=model,
-                               memory_check=memory_check, names_within=names_within)
+                               memory_check=memory_check, names_within=names_within,
+                               given=given)
 
 
 def detail_cell(detail: str, left_out: int = 0) -> Text:
@@ -271,7 +273,9 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
             model = read_model(str(path), verify_hash=not no_verify_hash)
         # (a MODEL.neff's output is named without its temporary folder's random name, as
         # <temporary>/ar2.lowered/rank-0000: the same line and document from two runs)
-        res = _run(out, seed, show, model, memory_check=not no_memory_check, names_within=tmp)
+        # (OUT's error lines name its files from OUT as given, as lower's: `./o/rank-0000`)
+        res = _run(out, seed, show, model, memory_check=not no_memory_check, names_within=tmp,
+                   given=None if tmp is not None else os.fspath(target))
         if tmp is None:
             # OUT as given, in the title and --json's output, as lower's title and its error
             # document name it (docs/CLI.md "Paths in the output"; until 2026-12-07 as
@@ -284,6 +288,8 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
             watch.check()  # an error only of one output, not of two mixed
         if tmp is not None:
             exc.named_within(tmp)
+        elif path.is_dir():
+            exc.named_as(path, os.fspath(target))
         raise
     finally:
         if tmp is not None:

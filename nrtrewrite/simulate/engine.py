@@ -269,8 +269,12 @@ class Simulator:
     become the result's ``error`` (and the failing trigger's verdict)."""
 
     def __init__(self, out: str | Path, *, seed: int = 0, progress=None, model=None,
-                 memory_check: bool = True, names_within: str | Path | None = None):
+                 memory_check: bool = True, names_within: str | Path | None = None,
+                 given: str | None = None):
         self.out = Path(out)
+        #: the folder as the user gave it (``simulate OUT``), whose form the result's error
+        #: names its file in (NrtRewriteError.named_as), or None
+        self.given = given
         #: the folder the result's error names its file relative to (NrtRewriteError's
         #: named_within: simulate MODEL.neff's temporary folder), and its output, or None
         self.names_within = names_within
@@ -621,6 +625,8 @@ class Simulator:
     def _record(self, res: SimulationResult, exc: SimulationError) -> None:
         if self.names_within is not None:
             exc.named_within(self.names_within)
+        elif self.given is not None:
+            exc.named_as(self.out, self.given)
         trig = exc.where.trigger
         res.error_line = exc.line()
         res.error = cut_line(res.error_line)  # (its line, capped as every error line is)
@@ -1594,15 +1600,17 @@ def element_value(v) -> int | str:
 
 def simulate_output(out: str | Path, *, seed: int = 0, progress=None,
                     model=None, memory_check: bool = True,
-                    names_within: str | Path | None = None) -> SimulationResult:
+                    names_within: str | Path | None = None,
+                    given: str | None = None) -> SimulationResult:
     """Simulate the output folder ``out`` (checksums are the caller's business).  With
     ``model`` (the input :class:`~nrtrewrite.neff.model.Model`), the manifest's triggers are
     first checked to be the model's.  ``memory_check`` False runs on whatever the memory
     (:mod:`nrtrewrite.simulate.memguard`).  ``names_within``: a folder (simulate
     MODEL.neff's temporary one) whose paths the result's error and ``output`` name from
-    inside it, under :data:`~nrtrewrite.errors.TEMPORARY_FOLDER` (``<temporary>/ar2.lowered``)."""
+    inside it, under :data:`~nrtrewrite.errors.TEMPORARY_FOLDER` (``<temporary>/ar2.lowered``).
+    ``given``: ``out`` as the user gave it, the form the result's error names its files in."""
     return Simulator(out, seed=seed, progress=progress, model=model,
-                     memory_check=memory_check, names_within=names_within).run()
+                     memory_check=memory_check, names_within=names_within, given=given).run()
 
 
 __all__ = ["Simulator", "simulate_output", "element_value", "CCE_OPS", "MISMATCH", "MATCH", "ERROR"]
