@@ -392,7 +392,7 @@ def test_the_error_closing_a_streamed_document_and_a_protocol_error_are_capped()
     assert stopped_why(SimulationError("a stop", file=name)) == want
     res = SimulationResult(output="o", seed=0)
     sim = Simulator.__new__(Simulator)
-    sim.names_within, sim.verdict = None, {}
+    sim.names_within, sim.given, sim.verdict = None, None, {}
     sim._record(res, SimulationError("a stop", file=name))
     assert res.error == want
 
@@ -616,7 +616,7 @@ def test_the_simulators_verdict_holds_a_protocol_errors_reason_whole():
 
     reason = "leg " + "x" * 1500 + " ... (9 characters in all) ... " + "y" * 300
     tr = TriggerResult(3, "allreduce", "allreduce", "fp32", 8, 2, status="match")
-    engine = SimpleNamespace(names_within=None, verdict={3: tr})
+    engine = SimpleNamespace(names_within=None, given=None, verdict={3: tr})
     res = SimulationResult(output="o", seed=0)
     Simulator._record(engine, res, SimulationError(reason, trigger=3))
     assert (tr.status, tr.detail) == ("error", reason)
