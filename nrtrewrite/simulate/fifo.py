@@ -396,6 +396,9 @@ class FifoDecoder:
         i = 0
         n = recs.size
         prev = -1
+        # every terminator's record, once (review 57v: a scan of the rest of the FIFO per op
+        # for the next one made this ops x records)
+        terms = np.flatnonzero(recs["mark"] == OP_COMPLETE)
         while i < n:
             start = i
             while i < n and int(recs["mark"][i]) == TRANSFER:
@@ -418,8 +421,8 @@ class FifoDecoder:
             if int(term["mark"]) != OP_COMPLETE:
                 raise fail(i, f"mark {int(term['mark'])}: a FIFO entry is NET_TRANSFER (0) or a "
                               "NET_OP_COMPLETE (1) terminator", "mark")
-            nxt = np.flatnonzero(recs["mark"][i + 1:] == OP_COMPLETE)
-            hi = int(recs["net_op_idx"][i + 1 + nxt[0]]) if nxt.size else int(f.ops.size)
+            nxt = int(np.searchsorted(terms, i, side="right"))  # the next terminator after i
+            hi = int(recs["net_op_idx"][terms[nxt]]) if nxt < terms.size else int(f.ops.size)
             self._blame_op_index(ents, int(term["net_op_idx"]), start, i, first0,
                                  f.ops[cnt_field], cnt_field, fail, (prev, hi))
             if int(term["net_op_idx"]) != k:
