@@ -262,8 +262,9 @@ class ValueCount:
         per = ", ".join(f"{k} {v}" for k, v in items[:VALUE_KEYS_SHOWN])
         if len(items) > VALUE_KEYS_SHOWN:
             rest = items[VALUE_KEYS_SHOWN:]
-            per += (f", {len(rest)} more keys with {sum(v for _, v in rest)} "
-                    f"{'line' if sum(v for _, v in rest) == 1 else 'lines'}")
+            lines = sum(v for _, v in rest)
+            per += (f", {len(rest)} more {'key' if len(rest) == 1 else 'keys'} with {lines} "
+                    f"{'line' if lines == 1 else 'lines'}")
         return (f"{name(self.where)}: {self.shown} of {self.differing} differing values "
                 f"shown ({per})")
 

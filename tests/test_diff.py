@@ -1441,4 +1441,4 @@ def test_a_count_line_names_eight_top_level_keys_and_counts_the_rest():
     assert got[0].line() == (f"m.neff:w.json: 1 of 14 differing values shown ({named}, "
                              "5 more keys with 5 lines)")
     one = D.ValueCount("m", 10, 1, {f"k{i}": 1 for i in range(9)})
-    assert one.line().endswith("k7 1, 1 more keys with 1 line)")
+    assert one.line().endswith("k7 1, 1 more key with 1 line)")

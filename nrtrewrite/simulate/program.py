@@ -1379,7 +1379,8 @@ class RankDecoder:
         def fits(x: int) -> bool:
             return ((LEAF_SDMA[x] == SDMA_CCE) == reduces and sdma in (op_of(x), op_of(lf0))
                     and neigh == (NEIGH_NEXT if kang else LEAF_NEIGH[x]))
-        pick = [c for c in pick if fits(c[0])] or calls
+        pick = ([c for c in pick if fits(c[0])] or [c for c in calls if fits(c[0])]
+                or calls)
         lf = LEAF_NAMES.get(lf0, lf0)
         hop = f"{i} hop{'s' if i != 1 else ''} ahead"
         leg = "" if lay is None else f" of the HIER {escape_controls(self.entry_leg[e])} leg"
