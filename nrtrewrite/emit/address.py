@@ -153,9 +153,9 @@ class MemoryMap:
 
     regions: Sequence[Region] = field(default_factory=tuple)  # (held as a tuple)
     sbuf_partition_stride: int = 0
-    #: (regions, its length, {(subgraph, var_id): region}, {kind: region}): the first region
-    #: of each key, as a scan of ``regions`` finds it; rebuilt when ``regions`` is replaced or
-    #: changes length (:meth:`_index`)
+    #: (regions, {(subgraph, var_id): region}, {kind: region}): the first region of each key,
+    #: as a scan of ``regions`` finds it; rebuilt when ``regions`` is replaced (a tuple: it
+    #: cannot change in place) (:meth:`_index`)
     _index_cache: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -170,26 +170,26 @@ class MemoryMap:
         if not isinstance(regions, tuple):  # (a list assigned since: held as a tuple too)
             regions = self.regions = tuple(regions)
         cache = self._index_cache
-        if cache is None or cache[0] is not regions or cache[1] != len(regions):
+        if cache is None or cache[0] is not regions:
             by_var: dict[tuple[str | None, int | None], Region] = {}
             by_kind: dict[str, Region] = {}
             for reg in regions:
                 by_var.setdefault((reg.subgraph, reg.var_id), reg)
                 by_kind.setdefault(reg.kind, reg)
-            cache = self._index_cache = (regions, len(regions), by_var, by_kind)
+            cache = self._index_cache = (regions, by_var, by_kind)
         return cache
 
     def var(self, subgraph: str, var_id: int) -> Region:
         """The first region of ``var_id`` of ``subgraph``."""
         try:
-            return self._index()[2][(subgraph, var_id)]
+            return self._index()[1][(subgraph, var_id)]
         except (KeyError, TypeError):
             raise KeyError((subgraph, var_id)) from None
 
     def named(self, kind: str) -> Region | None:
         """The first region of ``kind``, or None."""
         try:
-            return self._index()[3].get(kind)
+            return self._index()[2].get(kind)
         except TypeError:  # an unhashable kind names no region
             return None
 
