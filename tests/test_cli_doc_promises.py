@@ -503,3 +503,17 @@ def test_diff_help_and_readme_say_what_is_a_note_without_strict_as_cli_md():
                if line.startswith("| `nrtrewrite diff "))
     assert ("without it the layout of the top manifest or of a NEFF JSON member and a stale "
             "checksum are notes, a rank manifest's layout nothing |") in row
+
+
+def test_diff_help_gives_strict_its_ignore_exception_as_cli_md():
+    """Fixer 58d (the fifty-seventh "Left"): ``diff --help``'s ``--strict`` said "every file
+    holds the same bytes" without the exception CLI.md gives it: the top manifest's values
+    ``--ignore`` leaves out (``--strict --ignore tool_version``, CI across versions)."""
+    cli_md = " ".join((ROOT / "docs" / "CLI.md").read_text().split())
+    assert ("holds the same bytes (but for the top manifest's values `--ignore` leaves out)"
+            in cli_md)
+    res = _run("diff", "--help")
+    assert res.exit_code == 0
+    text = " ".join(res.stdout.split())
+    assert ("Differ unless every file holds the same bytes (CI), but for the top manifest's "
+            "values --ignore leaves out") in text

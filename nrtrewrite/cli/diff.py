@@ -195,8 +195,9 @@ DIFF_HELP = (
               help="A key path of the top-level manifest.json not to compare, e.g. "
                    "tool_version, input.name (repeatable).")
 @click.option("--strict", is_flag=True,
-              help="Differ unless every file holds the same bytes (CI): each checksum note "
-                   "and each manifest of the same JSON in other bytes is a difference.")
+              help="Differ unless every file holds the same bytes (CI), but for the top "
+                   "manifest's values --ignore leaves out: each checksum note and each "
+                   "manifest of the same JSON in other bytes is a difference.")
 def diff_cmd(a, b, as_json, max_lines, ignore, strict):
     """The command (its help: :data:`DIFF_HELP`)."""
     out = WholeWriter(sys.stdout)  # (pieces a stop cannot cut)
