@@ -273,6 +273,29 @@ class ValueCount:
                 "keys": dict(self.keys)}
 
 
+@dataclass
+class FolderCount:
+    """A rank folder on one side only where ``--max`` left its line (one difference, it
+    stands for every entry of it) out: which side has it (``a`` or ``b``) and its
+    ``entries``, the names listed in it (None: they cannot be listed) (docs/CLI.md
+    "diff")."""
+
+    where: str
+    side: str
+    entries: int | None
+
+    def line(self, name: Callable[[str], str] = str) -> str:
+        """The line; ``name`` shows ``where`` (as :meth:`Difference.line`)."""
+        held = ("its entries cannot be listed" if self.entries is None
+                else f"{self.entries} {'entry' if self.entries == 1 else 'entries'}")
+        return (f"{name(self.where)}: 0 of 1 differences shown (folder in "
+                f"{self.side.upper()} only, {held})")
+
+    def to_json(self) -> dict:
+        return {"where": self.where, "differences": 1, "shown": 0, "in": self.side,
+                "entries": self.entries}
+
+
 class Report:
     """Where the differences go as they are found: every difference is counted
     (:attr:`count`), only the first ``limit`` (None: all) are formatted and handed to
@@ -289,7 +312,7 @@ class Report:
     def __init__(self, limit: int | None = None, on_difference=None, on_file=None,
                  on_records=None, atomic=contextlib.nullcontext, on_checksum=None,
                  strict: bool = False, on_layout=None, on_recompressed=None,
-                 on_values=None):
+                 on_values=None, on_folder=None):
         self.atomic = atomic
         self.limit = limit
         self.count = 0
@@ -315,6 +338,9 @@ class Report:
         #: ``on_values(ValueCount)``: a manifest's or a NEFF JSON member's count past ``limit``
         #: (:meth:`add_values`)
         self.on_values = on_values or (lambda vc: None)
+        #: ``on_folder(FolderCount)``: a rank folder on one side only whose line is past
+        #: ``limit`` (:meth:`add_folder`)
+        self.on_folder = on_folder or (lambda fc: None)
 
     def room(self) -> int | None:
         """How many more differences will be shown (None: no limit)."""
@@ -366,6 +392,17 @@ class Report:
         if self.shown - shown < self.count - count:
             with self.atomic():
                 self.on_values(ValueCount(where, self.count - count, self.shown - shown, keys))
+
+    def add_folder(self, where: str, side: str, entries: Callable[[], int | None]
+                   ) -> None:
+        """Rank folder ``where`` on ``side`` (``a`` or ``b``) only: its line, one difference
+        (:meth:`add`); when ``limit`` leaves it out, its :class:`FolderCount` to
+        ``on_folder``, its entries counted then (``entries()``)."""
+        shown = self.shown
+        self.add([Difference(where, None, "folder", side == "a", side == "b")])
+        if self.shown == shown:
+            with self.atomic():
+                self.on_folder(FolderCount(where, side, entries()))
 
     def add_records(self, where: str, name: str, recs: np.ndarray, xa: np.ndarray,
                     xb: np.ndarray) -> None:
@@ -1783,6 +1820,14 @@ def _names(p: Path) -> set[str]:
         return {e.name for e in it}
 
 
+def _entries(p: Path) -> int | None:
+    """How many names folder ``p`` lists (None: it cannot be listed)."""
+    try:
+        return len(_names(p))
+    except OSError:
+        return None
+
+
 def _names_a(p: Path) -> set[str]:
     """The entries of A's folder ``p``: an error if it cannot be read."""
     try:
@@ -1926,7 +1971,11 @@ def _rank_diff(rep: Report, r: str, ra: Path, rb: Path, in_a: bool, in_b: bool) 
         return False
     ka, kb = kinds
     if ka != kb:  # a rank folder on one side only, or a file or link in its place
-        rep.add([_presence(r, ka, kb)])
+        if {ka, kb} == {None, "folder"}:  # (past --max its count line: docs/CLI.md)
+            side = "a" if ka else "b"
+            rep.add_folder(r, side, lambda: _entries(ra if ka else rb))
+        else:
+            rep.add([_presence(r, ka, kb)])
         return False
     names_a = _names_a(ra)
     try:

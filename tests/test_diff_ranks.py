@@ -94,7 +94,8 @@ def test_ranks_removed_or_added_past_max_get_the_manifests_count_line(kept, one)
     and the two ranks), then the two rank folders (one difference each).  Where ``--max``
     leaves some of the manifest's values out its count line says how many, per top-level
     key, as the other count lines (text, and ``--json``'s ``values``); the rank folders,
-    each one difference of its own (as a member on one side only), have none."""
+    each one difference of its own, have theirs where their line is left out (fixer 58d:
+    :func:`test_a_rank_folder_on_one_side_only_past_max_gets_its_count_line`)."""
     three, _ = kept
     m1, m7 = (_sha(three / f"rank-000{r}" / "manifest.json") for r in (1, 7))
     removed = [f'manifest.json rank_manifests.rank-0001: "{m1}" != <absent>',
@@ -112,16 +113,48 @@ def test_ranks_removed_or_added_past_max_get_the_manifests_count_line(kept, one)
     count = "manifest.json: {} of 5 differing values shown (rank_manifests 2, ranks 3)"
     more = "... {} more differences (--max 0 shows all)"
     for x, y, lines in ((three, one, removed), (one, three, added)):
+        side = "A" if x is three else "B"
+        folders = [f"rank-000{r}: 0 of 1 differences shown (folder in {side} only, 11 entries)"
+                   for r in (1, 7)]
         for k in (1, 2, 4):  # (fewer shown than the ranks removed, ...)
             res = _invoke(x, y, "--max", k)
             assert res.exit_code == 1
-            assert res.stdout.splitlines() == [*lines[:k], count.format(k),
+            assert res.stdout.splitlines() == [*lines[:k], count.format(k), *folders,
                                                more.format(7 - k), "7 difference(s)"]
         res = _invoke(x, y, "--max", 6)  # (the manifest's all shown: no count line)
         assert res.stdout.splitlines() == [
-            *lines[:6], "... 1 more difference (--max 0 shows all)", "7 difference(s)"]
+            *lines[:6], folders[1], "... 1 more difference (--max 0 shows all)",
+            "7 difference(s)"]
         assert _invoke(x, y, "--max", 0).stdout.splitlines() == [*lines, "7 difference(s)"]
         doc = json.loads(_invoke(x, y, "--json", "--max", 1).stdout)
         assert doc["values"] == [{"where": "manifest.json", "differing_values": 5, "shown": 1,
                                   "keys": {"rank_manifests": 2, "ranks": 3}}]
         assert (doc["count"], doc["shown"], doc["files"]) == (7, 1, [])
+
+
+def test_a_rank_folder_on_one_side_only_past_max_gets_its_count_line(kept, one, tmp_path):
+    """Fixer 58d (the fifty-seventh "Left"): a rank folder on one side only is one
+    difference, ``rank-0001 folder: True != False``; past ``--max`` nothing said which
+    folder the difference not shown was, nor what it held.  Its count line (CLI.md "diff")
+    says the side and counts its entries: a kept rank of mix8 holds its manifest and the 10
+    artifacts of FORMATS.md §1 (11), one more with a file of the user's added; with
+    ``--json`` in ``folders``.  Where its line is shown there is none."""
+    three, _ = kept
+    a = tmp_path / "a"
+    shutil.copytree(three, a)
+    (a / "rank-0007" / "notes.txt").write_text("x")
+    res = _invoke(a, one, "--max", 5)  # (the top manifest's 5 lines shown, the folders not)
+    assert res.exit_code == 1
+    lines = res.stdout.splitlines()
+    assert lines[5:] == ["rank-0001: 0 of 1 differences shown (folder in A only, 11 entries)",
+                         "rank-0007: 0 of 1 differences shown (folder in A only, 12 entries)",
+                         "... 2 more differences (--max 0 shows all)", "7 difference(s)"]
+    doc = json.loads(_invoke(one, a, "--json", "--max", 6).stdout)
+    assert doc["folders"] == [{"where": "rank-0007", "differences": 1, "shown": 0, "in": "b",
+                               "entries": 12}]
+    assert (doc["count"], doc["shown"]) == (7, 6)
+    res = _invoke(a, one, "--max", 7)  # (every line shown: no count line)
+    assert res.stdout.splitlines()[5:] == ["rank-0001 folder: True != False",
+                                           "rank-0007 folder: True != False",
+                                           "7 difference(s)"]
+    assert "folders" not in json.loads(_invoke(a, one, "--json").stdout)

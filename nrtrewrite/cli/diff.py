@@ -22,11 +22,13 @@ from nrtrewrite.errors import (NrtRewriteError, counted, escape_controls, escape
 def _close_json(out, rep: Report, files: list, first: bool, error: str | None = None,
                 versions: dict | None = None, checksums: list | None = None,
                 layouts: list | None = None, recompressed: list | None = None,
-                values: list | None = None) -> None:
+                values: list | None = None, folders: list | None = None) -> None:
     """End the streamed ``--json`` object: the differences' list (begun by the caller, empty
     if ``first``), ``files``, ``values`` when ``--max`` left out some differing values of a
-    manifest or a NEFF JSON member (their :class:`~nrtrewrite.diff.ValueCount`), the
-    counts, ``versions`` when the two outputs' differ (``{"a": {...}, "b": {...}}``),
+    manifest or a NEFF JSON member (their :class:`~nrtrewrite.diff.ValueCount`),
+    ``folders`` when it left out the line of a rank folder on one side only (their
+    :class:`~nrtrewrite.diff.FolderCount`), the counts, ``versions`` when the two outputs'
+    differ (``{"a": {...}, "b": {...}}``),
     ``checksums`` when a checksum key differs where what it covers compares identical (a
     line's object and ``covers``), ``layouts`` when the top
     manifests hold the same JSON in other bytes (the line's object), ``recompressed`` the
@@ -36,6 +38,8 @@ def _close_json(out, rep: Report, files: list, first: bool, error: str | None = 
     out.write(' "files": ' + json.dumps([f.to_json() for f in files]) + ",\n")
     if values:
         out.write(' "values": ' + json.dumps([v.to_json() for v in values]) + ",\n")
+    if folders:
+        out.write(' "folders": ' + json.dumps([f.to_json() for f in folders]) + ",\n")
     out.write(f' "count": {rep.count},\n "shown": {rep.shown},\n')
     if versions is not None:
         out.write(' "versions": ' + json.dumps(versions, default=str) + ",\n")
@@ -204,6 +208,7 @@ def diff_cmd(a, b, as_json, max_lines, ignore, strict):
     limit = max_lines or None
     files = []
     values = []  # the manifests and NEFF JSON members some of whose values --max left out
+    folders = []  # the rank folders on one side only whose line --max left out
 
     def say(text: str) -> None:  # a warning on stderr
         warn(stderr_console(), text)
@@ -251,7 +256,7 @@ def diff_cmd(a, b, as_json, max_lines, ignore, strict):
             if opened:
                 with stops_deferred():
                     _close_json(out, rep, files, first[0], error, versions or None,
-                                checksums, layouts, recompressed, values)
+                                checksums, layouts, recompressed, values, folders)
 
         def on_records(index, where, name, recs, xa, xb):
             texts = record_line_texts(index, where, name, recs, xa, xb, as_json=True)
@@ -262,7 +267,8 @@ def diff_cmd(a, b, as_json, max_lines, ignore, strict):
             return True
 
         rep = Report(limit, on_difference, files.append, on_records, stops_deferred,
-                     on_checksum, strict, on_layout, on_recompressed, values.append)
+                     on_checksum, strict, on_layout, on_recompressed, values.append,
+                     folders.append)
         opened = []  # (the document begun: a stop before it writes none)
         try:
             with stops_deferred():
@@ -296,7 +302,7 @@ def diff_cmd(a, b, as_json, max_lines, ignore, strict):
 
         rep = compare(a, b, Report(limit, on_difference, on_file,
                                    on_records, stops_deferred, on_checksum, strict, on_layout,
-                                   on_recompressed, on_file),
+                                   on_recompressed, on_file, on_file),
                       ignore, warn=say, on_versions=on_versions)
         if rep.shown < rep.count:
             out.write(f"... {counted(rep.count - rep.shown, 'more difference')} "
