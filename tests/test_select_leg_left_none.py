@@ -509,6 +509,47 @@ def test_a_model_stop_says_its_why_once_where_its_ways_share_it(tmp_path):
         assert res.exit_code == 2 and res.stderr.rstrip().endswith(why), (way, res.stderr)
 
 
+def test_a_model_stop_naming_a_rank_says_the_rank_with_its_why(tmp_path, monkeypatch):
+    """Fixer 58d (RELIABILITY §6's fifty-seventh "Left": a model stop naming a rank had no
+    test; it needs 65,536 SPAD entries on a rank).  limits.check_plan: a rank's SPAD entries
+    over all its subgraphs' collectives are at most MAX_RANK_SPAD_ENTRIES, lowered to 3 here
+    as tests/test_limits.py does to keep the model small, and where only groups of different
+    subgraphs sharing the rank add up past it the refusal names the rank, not a trigger.
+    SPEC's all-reduce over 0, 1, 64, 65 (sg00, trigger 0) and three 1 KiB all-reduces over
+    1, 2 (sg01): each group within 3 (3 entries at most: HIER one a leg, three legs), rank 1
+    in both.  Under --algo '^ring' trigger 0's intra legs are left none; under each way
+    trigger 0 takes one entry (SINGLE_CYCLE_RING forced; under the leg clauses the rank's
+    SPAD gate passes its HIER over, SELECTION.md "The SPAD gate"), so rank 1 needs 1 + 3 =
+    4 entries under both: the model is named as still stopping under each, the rank's
+    refusal said once, "rank 1: ..." (SELECTION.md §8)."""
+    from nrtrewrite import limits
+    from nrtrewrite.neff.assembler import assemble_spec
+    monkeypatch.setattr(limits, "MAX_RANK_SPAD_ENTRIES", 3)
+    spec = copy.deepcopy(SPEC)
+    spec["subgraphs"].append({
+        "name": "sg01", "replica_groups": [[1, 2]],
+        "vars": [{"name": "u", "type": "input", "size": 1024},
+                 {"name": "v", "type": "output", "size": 1024}],
+        "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "u",
+                                           "dst": "v", "bytes": 1024}}] * 3}})
+    model = tmp_path / "rank_spad.neff"
+    model.write_bytes(assemble_spec(spec))
+    topo = ("--topology", "trn2:nodes=2")
+    why = ("rank 1: the rank needs 4 SPAD entries over all its subgraphs' collectives, more "
+           "than the 3 a u16 spad_index numbers (MAX_RANK_SPAD_ENTRIES)")
+    res = cli("lower", model, *topo, "-j", 1, "--rank", 0, "--algo", "^ring",
+              "-o", tmp_path / "refused")
+    assert res.exit_code == 2
+    assert res.stderr.rstrip().endswith(
+        "nor the intra_redsct leg any; the model still stops under each of --algo "
+        f"'{LEGS_WAY}' and 'single_cycle_ring' ({why})"), res.stderr
+    for way in (LEGS_WAY, "single_cycle_ring"):
+        res = cli("lower", model, *topo, "-j", 1, "--rank", 0, "--algo", way,
+                  "-o", tmp_path / "way")
+        assert res.exit_code == 2, (way, res.output)
+        assert res.stderr.rstrip() == f"nrtrewrite: error: {model}: {why}", (way, res.stderr)
+
+
 def test_leg_clauses_the_window_passes_the_refused_trigger_over_are_not_a_second_way(tmp_path):
     """Review V3: a 1 MiB all-reduce and a 1 MiB all-gather over 0, 1, 64, 65, the vars 6 MiB
     short of the core window, under --algo '^ring'.  Under the leg clauses' way the window
