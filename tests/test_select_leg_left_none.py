@@ -686,6 +686,11 @@ def test_a_way_lower_lowers_the_refused_trigger_otherwise_under_is_said_so(tmp_p
     res = cli("lower", model, *topo, "-j", 1, "--rank", 0, "--rank", 4, "--algo", LEGS_WAY,
               "-o", tmp_path / "legs")
     assert res.exit_code == 0, res.output
+    # (both clauses idle, warned: no clause targets one collective, and the engine forced
+    # on ALLREDUCE in their place stops above; SELECTION.md §8, fixer 58d)
+    assert [ln.partition("--algo clause ")[2].partition(" ")[0] for ln in
+            res.stderr.splitlines() if "applies to nothing" in ln] == \
+        ["'intra_allg:ring'", "'intra_redsct:ring'"], res.stderr
     algs = [t["algorithm"] for t in json.loads(
         (tmp_path / "legs" / "manifest.json").read_text())["triggers"]]
     assert algs[0] == "SINGLE_CYCLE_RING" and algs[1] not in ("HIER", "SINGLE_CYCLE_RING")
