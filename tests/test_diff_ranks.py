@@ -158,3 +158,27 @@ def test_a_rank_folder_on_one_side_only_past_max_gets_its_count_line(kept, one, 
                                            "rank-0007 folder: True != False",
                                            "7 difference(s)"]
     assert "folders" not in json.loads(_invoke(a, one, "--json").stdout)
+
+
+def test_a_one_sided_rank_folders_count_line_says_when_its_entries_cannot_be_listed(
+        kept, one, monkeypatch):
+    """Its entries that cannot be listed (a folder without read permission; faked here, the
+    tests may run as root) are said so, CLI.md: ``its entries cannot be listed``, ``--json``
+    ``"entries": null``; the folder's difference is counted as before."""
+    from nrtrewrite import diff as D
+    three, _ = kept
+    names = D._names
+
+    def unlistable(p):
+        if Path(p).name == "rank-0007":
+            raise PermissionError(13, "Permission denied")
+        return names(p)
+
+    monkeypatch.setattr(D, "_names", unlistable)
+    res = _invoke(one, three, "--max", 6)
+    assert res.stdout.splitlines()[-3:] == [
+        "rank-0007: 0 of 1 differences shown (folder in B only, its entries cannot be listed)",
+        "... 1 more difference (--max 0 shows all)", "7 difference(s)"]
+    doc = json.loads(_invoke(one, three, "--json", "--max", 6).stdout)
+    assert doc["folders"] == [{"where": "rank-0007", "differences": 1, "shown": 0, "in": "b",
+                               "entries": None}]
