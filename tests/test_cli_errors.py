@@ -290,19 +290,50 @@ def test_a_program_calling_main_into_a_closed_pipe_keeps_its_standard_output(mod
     assert proc.stderr == "141 True BrokenPipeError 0\n" * 2
 
 
+#: a sitecustomize for :func:`test_a_closed_pipe_is_still_141_quietly_with_stdout_put_back`:
+#: writes to the file $FD1_SEEN, from the first exit handler Python runs (the last
+#: registered: nrtrewrite registers none after it), whether descriptor 1 is then the file it
+#: was at startup (by st_dev and st_ino)
+_FD1_AT_EXIT = r"""
+import atexit, os
+_keep = os.dup(1)
+def _seen():
+    was, now = os.fstat(_keep), os.fstat(1)
+    with open(os.environ["FD1_SEEN"], "w") as fh:
+        fh.write("the pipe" if (was.st_dev, was.st_ino) == (now.st_dev, now.st_ino)
+                 else "another file")
+atexit.register(_seen)
+"""
+
+
 @pytest.mark.parametrize("module", ["nrtrewrite", "nrtrewrite.cli"])
-def test_a_closed_pipe_is_still_141_quietly_with_stdout_put_back(module):
-    """``python -m nrtrewrite.cli`` runs ``main`` as a program would (the descriptor put back
-    before the process exits): still 141, nothing printed, no BrokenPipeError at exit."""
+def test_a_closed_pipe_is_still_141_quietly_with_stdout_put_back(module, tmp_path):
+    """``python -m nrtrewrite.cli`` runs ``main`` as a program would: the descriptor is put
+    back before the process exits (``_unquiet_closed_pipe``; seen from an exit handler: the
+    pipe again, not /dev/null), and yet the status is 141, nothing printed, no
+    BrokenPipeError at exit (what stdout held was flushed into /dev/null first).  For
+    ``python -m nrtrewrite`` (the console script's process, which ends with the command and
+    puts nothing back: its last exit handler ends the process, so the one here does not
+    run) it is a guard: 141, quietly."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(_FD1_AT_EXIT)
+    seen = tmp_path / "seen"
+    e = env(FD1_SEEN=seen)
+    e["PYTHONPATH"] = str(site) + os.pathsep + e["PYTHONPATH"]
     r, w = os.pipe()
     os.close(r)
     try:
         proc = subprocess.run([sys.executable, "-m", module, "inspect", FIX / "mix8.neff"],
-                              stdout=w, stderr=subprocess.PIPE, cwd=ROOT, env=env(),
+                              stdout=w, stderr=subprocess.PIPE, cwd=ROOT, env=e,
                               timeout=120)
     finally:
         os.close(w)
     assert (proc.returncode, proc.stderr) == (141, b"")
+    if module == "nrtrewrite.cli":
+        assert seen.read_text() == "the pipe"
+    else:
+        assert not seen.exists()
 
 
 CLOSED = "nrtrewrite: error: cannot write the standard output: the standard output is closed\n"
