@@ -79,3 +79,131 @@ def test_an_error_while_the_pieces_are_made_is_the_error_document_alone(k, monke
     assert len(seen) == k and res.exit_code == 71, (len(seen), res.output)
     doc = json.loads(res.stdout)  # one document, nothing before it
     assert doc["triggers"] == [] and "memory" in doc["error"], doc
+
+
+def test_pieces_of_an_empty_document_are_json_dumps_of_it():
+    """``json.dumps({}, indent=2)`` is ``{}`` (Python's rule: an empty object has no lines);
+    the pieces gave ``{`` and ``}`` on two lines (the closing reading of the fifty-seventh
+    session; explain never writes one)."""
+    assert "".join(_json_pieces({}, "triggers")) == "{}\n"
+    assert "".join(_json_pieces({"triggers": []}, "triggers")) == '{\n  "triggers": []\n}\n'
+
+
+class _Record(dict):
+    """A trigger record that a weak reference can follow (a dict cannot be)."""
+
+    __slots__ = ("__weakref__",)
+
+
+def _records_watched(monkeypatch, alive_at_each: list):
+    """``explain_selection`` returning records whose lives are followed: ``alive_at_each``
+    gets, as each record is made, how many of the records made before it are alive."""
+    import weakref
+
+    import nrtrewrite.cli.explain as ex
+    real, made = ex.explain_selection, []
+
+    def explain_selection(*a, **kw):
+        alive_at_each.append(sum(r() is not None for r in made))
+        rec = _Record(real(*a, **kw))
+        made.append(weakref.ref(rec))
+        return rec
+    monkeypatch.setattr(ex, "explain_selection", explain_selection)
+
+
+@pytest.mark.parametrize("in_memory", [1 << 30, 1])
+def test_explain_json_holds_one_trigger_record_at_a_time(in_memory, monkeypatch):
+    """The fifty-seventh session's "Left": ``explain --json`` held every trigger record and
+    its text until the document was written (167 MB for a 50 MB document).  A record's text
+    is made as the record is, and the record dropped: none made before is alive when the
+    next is made.  The texts go to an unnamed temporary file past ``SPOOL_IN_MEMORY`` bytes
+    (1: from the first record): either way the bytes of ``json.dumps(doc, indent=2)``."""
+    import nrtrewrite.cli.explain as ex
+    monkeypatch.setattr(ex, "SPOOL_IN_MEMORY", in_memory)
+    alive: list[int] = []
+    _records_watched(monkeypatch, alive)
+    res = cli("explain", "--json", FIX / "mix8.neff")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert res.stdout == json.dumps(doc, indent=2) + "\n"
+    assert len(doc["triggers"]) == len(alive) > 2
+    assert alive == [0] * len(alive)
+
+
+def test_explain_json_goes_on_in_memory_where_no_temporary_file_can_be_written(monkeypatch):
+    """No temporary folder (``temp_root`` raising), or the file failing part way through (a
+    full disk after 5,000 bytes): the texts stay in memory, the document is whole."""
+    import errno
+
+    import nrtrewrite.cli.explain as ex
+    monkeypatch.setattr(ex, "SPOOL_IN_MEMORY", 1)
+    res = cli("explain", "--json", FIX / "mix8.neff")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    whole = json.dumps(doc, indent=2) + "\n"
+    assert len(whole) > 10_000  # (so that the disk below fills part way through)
+
+    def no_folder():
+        raise FileNotFoundError(errno.ENOENT, "none of the folders tried can be written")
+    monkeypatch.setattr(ex, "temp_root", no_folder)
+    res = cli("explain", "--json", FIX / "mix8.neff")
+    assert (res.exit_code, res.stdout) == (0, whole)
+
+    import io
+    import tempfile
+
+    class FullAfter(io.RawIOBase):
+        """An unnamed file of 5,000 bytes' room: a write past it writes what fits, then
+        raises ENOSPC (as FileIO over a full disk)."""
+
+        def __init__(self):
+            self.data = bytearray()
+            self.pos = 0
+
+        def writable(self):
+            return True
+
+        def readable(self):
+            return True
+
+        def seekable(self):
+            return True
+
+        def write(self, b):
+            room = 5000 - len(self.data)
+            if room <= 0:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            self.data += bytes(b)[:room]
+            return min(room, len(b))
+
+        def seek(self, pos, whence=0):
+            self.pos = pos
+            return pos
+
+        def readinto(self, b):
+            n = min(len(b), len(self.data) - self.pos)
+            b[:n] = self.data[self.pos:self.pos + n]
+            self.pos += n
+            return n
+
+    files = []
+
+    def temporary_file(*a, **kw):
+        files.append(FullAfter())
+        return files[-1]
+    monkeypatch.undo()
+    monkeypatch.setattr(ex, "SPOOL_IN_MEMORY", 1)
+    monkeypatch.setattr(tempfile, "TemporaryFile", temporary_file)
+    res = cli("explain", "--json", FIX / "mix8.neff")
+    assert (res.exit_code, res.stdout) == (0, whole)
+    assert len(files) == 1 and len(files[0].data) == 5000 and files[0].closed
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_an_error_after_records_went_to_the_temporary_file_is_the_error_document_alone(
+        k, monkeypatch):
+    """The rule of :func:`test_an_error_while_the_pieces_are_made_is_the_error_document_alone`
+    where the records made before went to the temporary file (``SPOOL_IN_MEMORY`` 1)."""
+    import nrtrewrite.cli.explain as ex
+    monkeypatch.setattr(ex, "SPOOL_IN_MEMORY", 1)
+    test_an_error_while_the_pieces_are_made_is_the_error_document_alone(k, monkeypatch)

@@ -677,6 +677,19 @@ class WholeWriter:
                 n = self.buffer.write(view)
                 view = view[len(view) if n is None else n:]
 
+    def write_bytes(self, data) -> None:
+        """Bytes already encoded as :meth:`write` encodes a text (the stream's encoding and
+        errors), written whole as it writes one: a stream without a buffer is given their
+        text."""
+        with _writing_out():
+            if self.buffer is None:
+                self.stream.write(bytes(data).decode(self.encoding, self.errors))
+                return
+            view = memoryview(data)
+            while view:
+                n = self.buffer.write(view)
+                view = view[len(view) if n is None else n:]
+
     def flush(self) -> None:
         with _writing_out():
             (self.buffer or self.stream).flush()
@@ -732,11 +745,17 @@ def echo_whole_pieces(pieces) -> None:
     """The texts ``pieces`` yields, one after the other, on stdout as one piece, as
     :func:`echo_whole` of their join writes it (a stop comes after the last; a second stop
     meanwhile ends the process at once), without holding the whole text: a document printed
-    at once written a part at a time (``explain --json``'s triggers, a record each)."""
+    at once written a part at a time (``explain --json``'s triggers, a record each).  A
+    piece that is not a text has ``write_to(out)``, which writes what it holds through the
+    :class:`WholeWriter` ``out`` (``explain --json``'s records, made before: its
+    ``_RecordSpool``)."""
     out = WholeWriter(sys.stdout)
     with _writing_out():
         for text in pieces:
-            out.write(text)
+            if isinstance(text, str):
+                out.write(text)
+            else:
+                text.write_to(out)
 
 
 class Terminated(BaseException):

@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import sys
+import tempfile
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -23,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from nrtrewrite.bundle import no_trigger_warning
+from nrtrewrite.bundle import no_trigger_warning, temp_root
 from nrtrewrite.cli import (ALGO_TWICE, MAX_INT_DIGITS, Int, JsonErrorCommand, OneValue,
                             PathArg, after_zeros, and_list, ascii_int, too_many_digits,
                             echo_whole_pieces, main, options_given, plain, plain_line, print_plain,
@@ -894,11 +896,23 @@ def _json_pieces(doc: dict, listed: str):
     ``doc[listed]`` an item at a time (``explain --json``'s triggers: the document whole
     took about 7 times its size in memory, review 57j), every other value at once.  The
     same bytes: a value nested one level deeper has each of its lines indented two more
-    spaces (its strings hold no newline: ``json.dumps`` escapes it)."""
+    spaces (its strings hold no newline: ``json.dumps`` escapes it).  ``doc[listed]`` may be
+    a :class:`_RecordSpool` instead, its items' pieces made already: it is yielded itself,
+    for :func:`echo_whole_pieces` to write.  An empty ``doc`` is ``{}``, as ``json.dumps``
+    gives it (until 2026-12-07 ``{`` and ``}`` on two lines; explain never writes one)."""
+    if not doc:
+        yield "{}\n"
+        return
     yield "{"
     for i, (key, value) in enumerate(doc.items()):
         yield ("," if i else "") + "\n  " + json.dumps(key) + ": "
-        if key == listed and value:
+        if key == listed and isinstance(value, _RecordSpool):
+            if value.count:
+                yield value
+                yield "\n  ]"
+            else:
+                yield "[]"
+        elif key == listed and value:
             for k, item in enumerate(value):
                 yield ("," if k else "[") + "\n    " + json.dumps(item, indent=2).replace(
                     "\n", "\n    ")
@@ -906,6 +920,110 @@ def _json_pieces(doc: dict, listed: str):
         else:
             yield json.dumps(value, indent=2).replace("\n", "\n  ")
     yield "\n}\n"
+
+
+#: The bytes of trigger records' text a :class:`_RecordSpool` holds in memory before it moves
+#: them to a temporary file.
+SPOOL_IN_MEMORY = 8 << 20
+
+
+class _RecordSpool:
+    """``explain --json``'s trigger records' text (the list's items as :func:`_json_pieces`
+    makes them, encoded as stdout encodes them), added as each record is made, so that a
+    record is dropped once its text is made and the peak memory is one trigger's record and
+    text, not every record's (until 2026-12-07: 167 MB for a 50 MB document).  Past
+    :data:`SPOOL_IN_MEMORY` bytes they go to an unnamed temporary file (``TemporaryFile``
+    in :func:`nrtrewrite.bundle.temp_root`: none is left behind, even by a SIGKILL), which
+    :meth:`write_to` copies to stdout through a buffer made before: every record's text is
+    made before the first byte is written, so an error meanwhile (out of memory) is still
+    the error document alone.  Where no temporary file can be made or written (no usable
+    folder, a full disk) the texts stay in memory, as before, and the command goes on."""
+
+    _CHUNK = 1 << 20
+
+    def __init__(self) -> None:
+        self.encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+        self.errors = getattr(sys.stdout, "errors", None) or "strict"
+        self.count = 0
+        self.parts: list[bytes] = []  # (held in memory)
+        self.held = 0
+        self.file = None  # (the temporary file, unbuffered, and the bytes in it)
+        self.on_disk = 0
+        self.tried = False
+        self._rest = b""  # (what a failed write left unwritten)
+
+    def add(self, record: dict) -> None:
+        text = ("," if self.count else "[") + "\n    " + json.dumps(
+            record, indent=2).replace("\n", "\n    ")
+        self._put(text.encode(self.encoding, self.errors))
+        self.count += 1
+
+    def _put(self, data: bytes) -> None:
+        if self.file is not None:
+            if self._write(data):
+                return
+            data = self._back_to_memory(self._rest)
+        self.parts.append(data)
+        self.held += len(data)
+        if self.held > SPOOL_IN_MEMORY and not self.tried:
+            self._to_file()
+
+    def _write(self, data) -> bool:
+        """``data`` appended to the file; False (what was written kept counted) where it
+        cannot be."""
+        view = memoryview(data)
+        try:
+            while view:
+                n = self.file.write(view)
+                self.on_disk += n
+                view = view[n:]
+        except OSError:
+            self._rest = bytes(view)
+            return False
+        return True
+
+    def _to_file(self) -> None:
+        self.tried = True
+        try:
+            self.file = tempfile.TemporaryFile(dir=temp_root(), buffering=0)
+        except OSError:
+            return  # (kept in memory)
+        parts, self.parts, self.held = self.parts, [], 0
+        for k, data in enumerate(parts):
+            if not self._write(data):
+                self.parts = [self._back_to_memory(self._rest)] + parts[k + 1:]
+                self.held = sum(map(len, self.parts))
+                return
+
+    def _back_to_memory(self, rest: bytes) -> bytes:
+        """The file's bytes read back, then ``rest`` (what could not be written), as one
+        part held in memory; the file closed."""
+        fh, self.file = self.file, None
+        try:
+            fh.seek(0)
+            head = fh.read(self.on_disk)
+        finally:
+            fh.close()
+        self.on_disk = 0
+        return head + rest
+
+    def write_to(self, out) -> None:
+        """Everything held written through the :class:`nrtrewrite.cli.WholeWriter` ``out``:
+        the file's bytes a chunk at a time into one buffer, then the parts in memory."""
+        if self.file is not None:
+            buf = bytearray(self._CHUNK)
+            view = memoryview(buf)
+            self.file.seek(0)
+            while n := self.file.readinto(buf):
+                out.write_bytes(view[:n])
+        for data in self.parts:
+            out.write_bytes(data)
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+        self.parts = []
 
 
 def _topology_json(topo: Topology) -> dict:
@@ -1152,6 +1270,8 @@ def explain_cmd(model, rank, topology, algo, host_cc, as_json, only, show_all, n
     if rank is not None and rank not in topo.ranks:  # (with a model: its world, above)
         raise ValidationError(topo.rank_refusal(rank), field="--rank")
     records, skipped, sels = [], [], []
+    # --json: each record's text made as the record is, the record then dropped
+    spool = _RecordSpool() if as_json else None
     for item, meta in items:
         req_group = item.group if isinstance(item, Request) else item.replica_group
         if rank is not None and rank not in req_group:
@@ -1178,12 +1298,17 @@ def explain_cmd(model, rank, topology, algo, host_cc, as_json, only, show_all, n
             plan = mp.plans.pop(item.ordinal, None)  # (freed once shown)
         sels.append(sel)
         try:
-            records.append(explain_selection(sel, topo, rank=rank, meta=meta, source=item,
-                                             plan=plan, host_cc=host_cc))
+            record = explain_selection(sel, topo, rank=rank, meta=meta, source=item,
+                                       plan=plan, host_cc=host_cc)
         except NrtRewriteError as err:
             if isinstance(item, Request):  # model-less: no place to name
                 raise
             raise err.at(**trigger_where(item)).at(file=model)
+        if spool is not None:
+            spool.add(record)
+        else:
+            records.append(record)
+        del record
 
     refused: list[dict] = []  # the triggers not shown that lower refuses
     if model is not None and len(sels) < len(m.triggers):
@@ -1197,10 +1322,14 @@ def explain_cmd(model, rank, topology, algo, host_cc, as_json, only, show_all, n
                           "precedence": [a.name for a in policy.precedence]},
                "model_refusal": str(refusal) if refusal is not None else None,
                "refused_not_shown": refused,
-               "triggers": records, "skipped_triggers": skipped}
-        # every piece's text made before the first is written: an error meanwhile (out of
-        # memory) is then the error document alone, not one after a cut document
-        echo_whole_pieces(list(_json_pieces(out, "triggers")))
+               "triggers": spool, "skipped_triggers": skipped}
+        # every piece's text made before the first is written (the records' in the spool):
+        # an error meanwhile (out of memory) is then the error document alone, not one
+        # after a cut document
+        try:
+            echo_whole_pieces(list(_json_pieces(out, "triggers")))
+        finally:
+            spool.close()
         return
     console = stdout_console()
     head = f"{topo.title} ({topo.nodes} node(s), lnc {topo.lnc_size}, " \
