@@ -130,15 +130,40 @@ def refuse_temp_folder(err: OSError) -> NoReturn:
     sys.exit(2)
 
 
+#: The prefixes of the measurements' scratch folders (``mkdtemp``'s, then 8 characters).
+SCRATCH_PREFIXES = ("nrtbench-", "nrtbench-cli-", "nrtbench-all-")
+
+#: The descriptors holding this process's scratch folders' locks, until it ends.
+_SCRATCH_LOCKS: list[int] = []
+
+
 def scratch_folder(prefix: str) -> Path:
     """A measurement's scratch folder, made where ``simulate MODEL.neff`` makes its own
-    (:func:`nrtrewrite.bundle.temp_root`), or :func:`refuse_temp_folder`."""
-    from nrtrewrite.bundle import temp_root
+    (:func:`nrtrewrite.bundle.temp_root`), or :func:`refuse_temp_folder`.  Its ``flock`` is
+    held until the process ends (:func:`nrtrewrite.bundle.lock_folder`), the mark of a live
+    run's folder: the next run removes one a SIGKILLed measurement left
+    (:func:`clean_stale_scratch`; until 2026-12-07 no lock told a live one, and none was)."""
+    from nrtrewrite.bundle import lock_folder, temp_root
 
     try:
-        return Path(tempfile.mkdtemp(prefix=prefix, dir=temp_root()))
+        tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=temp_root()))
     except OSError as err:  # none usable, or one that fails (a race)
         refuse_temp_folder(err)
+    lock = lock_folder(tmp)
+    if lock is not None:
+        _SCRATCH_LOCKS.append(lock)
+    return tmp
+
+
+def clean_stale_scratch(root: str) -> None:
+    """The scratch folders (:data:`SCRATCH_PREFIXES`) and the probe files of ``temp_root``
+    that killed runs left in ``root``, removed as ``simulate`` removes its own
+    (:func:`nrtrewrite.bundle.clean_stale_run_temps`: this user's, a minute old, the lock
+    free; a live measurement holds its folder's)."""
+    from nrtrewrite.bundle import clean_stale_run_temps
+
+    for prefix in SCRATCH_PREFIXES:
+        clean_stale_run_temps(root, prefix)
 
 
 def measure_rank(model: str, rank: int, sample: int, write: bool) -> dict:
@@ -875,15 +900,14 @@ def main() -> None:
         print(json.dumps(res))
         return
 
-    from nrtrewrite.bundle import clean_stale_probes, temp_root
+    from nrtrewrite.bundle import temp_root
     try:  # (refused before the models are built: each measurement makes its scratch there)
         root = temp_root()
     except OSError as err:
         refuse_temp_folder(err)
-    # the probe files temp_root makes (here and in each measurement's process) that a
-    # killed run left, removed as simulate removes them (its scratch folders hold no lock,
-    # so a live run's cannot be told from a killed one's: they are left alone)
-    clean_stale_probes(root)
+    # the scratch folders and the probe files temp_root makes (here and in each
+    # measurement's process) that a killed run left, removed as simulate removes its own
+    clean_stale_scratch(root)
     cores = os.cpu_count() or 2
     count = 200 if args.quick else 1000
     # a smoke run keeps its smaller models and results apart from the full run's

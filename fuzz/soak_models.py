@@ -55,6 +55,7 @@ guard's stop mid-run and a ``MemoryError`` included): :func:`replay`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import json
 import os
@@ -435,20 +436,33 @@ def refuse_harness(line: str) -> NoReturn:
     sys.exit(2)
 
 
-def work_folder() -> tempfile.TemporaryDirectory:
+#: The prefix of the run's temporary folder (``mkdtemp``'s, then 8 characters).
+SOAK_TEMP_PREFIX = "nrtrewrite-soak-"
+
+
+@contextlib.contextmanager
+def work_folder():
     """The run's temporary folder, made where ``simulate MODEL.neff`` makes its own
-    (:func:`nrtrewrite.bundle.temp_root`), or :func:`refuse_temp_folder`.  The probe files
-    ``temp_root`` makes that a killed run left there are removed first, as simulate removes
-    them (:func:`nrtrewrite.bundle.clean_stale_probes`; a killed run's own folder, which no
-    lock guards, is left alone)."""
-    from nrtrewrite.bundle import clean_stale_probes, temp_root
+    (:func:`nrtrewrite.bundle.temp_root`), or :func:`refuse_temp_folder`; its ``flock``
+    held while the run uses it (:func:`nrtrewrite.bundle.lock_folder`), then it is removed.
+    The folders and the probe files ``temp_root`` makes that killed runs left there are
+    removed first, as simulate removes its own
+    (:func:`nrtrewrite.bundle.clean_stale_run_temps`: this user's, a minute old, the lock
+    free; until 2026-12-07 no lock told a live run's folder, and none was removed)."""
+    from nrtrewrite.bundle import clean_stale_run_temps, lock_folder, temp_root, unlock_folder
 
     try:
         root = temp_root()
-        clean_stale_probes(root)
-        return tempfile.TemporaryDirectory(prefix="nrtrewrite-soak-", dir=root)
+        clean_stale_run_temps(root, SOAK_TEMP_PREFIX)
+        tmp = tempfile.TemporaryDirectory(prefix=SOAK_TEMP_PREFIX, dir=root)
     except OSError as err:  # none usable, or one that fails (a race)
         refuse_temp_folder(err)
+    lock = lock_folder(Path(tmp.name))
+    try:
+        with tmp as work:
+            yield work
+    finally:
+        unlock_folder(lock)
 
 
 def lower_options(algo: str | None, host_cc: bool) -> str:

@@ -696,10 +696,10 @@ def clean_stale_simulate_temps(tmpdir: str | os.PathLike) -> list[Path]:
 def clean_stale_probes(tmpdir: str | os.PathLike) -> list[Path]:
     """Remove the probe files of :func:`temp_root` a killed run left in ``tmpdir``, and
     nothing else (:func:`clean_stale_run_temps`' rule for them): for a script that finds its
-    folder with :func:`temp_root` but makes folders no lock guards, benchmarks/run.py's
-    scratch folders and ``make soak``'s (until 2026-12-07 these made probes and removed
-    none, the probes of a run killed there staying until a ``simulate`` or ``golden`` used
-    that folder).  Returns what was removed."""
+    folder with :func:`temp_root` but makes folders no lock guards (benchmarks/run.py's
+    scratch folders and ``make soak``'s were such until 2026-12-07; they are locked now and
+    call :func:`clean_stale_run_temps` with their prefixes, which removes the probes too).
+    Returns what was removed."""
     return clean_stale_run_temps(tmpdir, None)
 
 

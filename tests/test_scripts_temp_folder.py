@@ -152,7 +152,7 @@ def test_bench_removes_the_probe_files_a_killed_run_left(tmp_path):
     tmpdir = tmp_path / "t"
     tmpdir.mkdir()
     _stale_probe(tmpdir)
-    mine = tmpdir / "nrtbench-abcd1234"  # (a scratch folder's name: no lock tells its run)
+    mine = tmpdir / "nrtbench-abcd1234"  # (a scratch folder's name, a moment old: kept)
     mine.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("TMPDIR", "TEMP", "TMP")}
     env.update(TMPDIR=str(tmpdir), NOTMP_TRIED=str(tmpdir), NOTMP_NO_PROCESSES="1",
@@ -192,3 +192,130 @@ def test_soak_removes_the_probe_files_a_killed_run_left(tmp_path, monkeypatch, c
     assert exc.value.code == 2
     assert "soak-x: cannot make a temporary folder" in capsys.readouterr().err
     assert os.listdir(tmp_path) == []  # (the probe removed; the run's folder removed too)
+
+
+#: a process holding the ``flock`` of the folder argv[1] (as a live run holds its scratch
+#: folder's), saying so on stdout, until its stdin closes
+_HOLDER = r"""
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def _left_folders(tmpdir: Path, names: list[str]):
+    """In ``tmpdir``: a folder of each of ``names`` a killed run left (an hour old, its lock
+    free), one a live run holds (an hour old, locked by a live child process), one made a
+    moment ago (its run between ``mkdtemp`` and its lock), all of the first name's shape;
+    returns (stale folders, the live one, the young one, the holder)."""
+    import time
+
+    old = time.time() - 3600
+    stale = [tmpdir / f"{name}{k}b_c3d4e" for k, name in enumerate(names)]
+    live, young = tmpdir / f"{names[0]}live0000", tmpdir / f"{names[0]}young000"
+    for d in (*stale, live, young):
+        (d / "inside").mkdir(parents=True)
+        if d != young:
+            os.utime(d, (old, old))
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(live)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n"
+    return stale, live, young, holder
+
+
+def test_bench_removes_the_scratch_folders_a_killed_run_left_never_a_live_ones(tmp_path):
+    """The fifty-seventh session's "Left": benchmarks/run.py's scratch folders
+    (``nrtbench-``, ``nrtbench-cli-``, ``nrtbench-all-`` and mkdtemp's 8 characters) held
+    no lock, so one a SIGKILLed measurement left could not be told from a live run's, and
+    none was removed.  Each is locked while its measurement runs; the run removes, before it
+    builds anything, those an hour old whose lock is free, and keeps the one a live process
+    holds and one a moment old (simulate's rule for its own)."""
+    tmpdir = tmp_path / "t"
+    tmpdir.mkdir()
+    stale, live, young, holder = _left_folders(
+        tmpdir, ["nrtbench-", "nrtbench-cli-", "nrtbench-all-"])
+    try:
+        env = {k: v for k, v in os.environ.items() if k not in ("TMPDIR", "TEMP", "TMP")}
+        env.update(TMPDIR=str(tmpdir), NOTMP_TRIED=str(tmpdir), NOTMP_NO_PROCESSES="1",
+                   PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1")
+        proc = subprocess.run([sys.executable, "-c", _DRIVER, str(BENCH), "--quick"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert "RuntimeError: went on to start a process" in proc.stderr  # (past the check)
+        assert sorted(p.name for p in tmpdir.iterdir()) == sorted([live.name, young.name])
+        assert (live / "inside").is_dir()
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+
+
+def test_a_bench_scratch_folder_is_locked_while_its_measurement_runs(tmp_path, monkeypatch):
+    import fcntl
+
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        import run  # benchmarks/run.py
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    for name in ("TEMP", "TMP"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    tmp = run.scratch_folder("nrtbench-")
+    assert tmp.parent == tmp_path and tmp.name.startswith("nrtbench-")
+    fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(BlockingIOError):  # (held by this process)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(fd)
+        for lock in run._SCRATCH_LOCKS:
+            os.close(lock)
+        run._SCRATCH_LOCKS.clear()
+
+
+def test_soak_removes_the_folders_a_killed_run_left_never_a_live_ones(tmp_path, monkeypatch,
+                                                                        capsys):
+    """The same for ``make soak`` (fuzz/soak_models.py, ``nrtrewrite-soak-XXXXXXXX``): its
+    folder is locked while the run uses it (seen as the first model's folder is made), and
+    the run removes a killed run's first, keeping a live run's and a young one."""
+    import errno
+    import fcntl
+    import tempfile
+
+    sys.path.insert(0, str(SOAK.parent))
+    try:
+        import soak_models
+    finally:
+        sys.path.remove(str(SOAK.parent))
+    made, locked = tempfile.mkdtemp, []
+
+    def mkdtemp(suffix=None, prefix=None, dir=None):
+        if prefix == "soak-":
+            fd = os.open(dir, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                locked.append(False)
+            except BlockingIOError:
+                locked.append(True)
+            finally:
+                os.close(fd)
+            raise OSError(errno.ENOSPC, "No space left on device", f"{dir}/soak-x")
+        return made(suffix, prefix, dir)
+
+    (stale,), live, young, holder = _left_folders(tmp_path, ["nrtrewrite-soak-"])
+    try:
+        for name in ("TEMP", "TMP"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("TMPDIR", str(tmp_path))
+        monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
+        with pytest.raises(SystemExit) as exc:
+            soak_models.main(["--count", "1", "--log", str(tmp_path / "log" / "f.jsonl")])
+        assert exc.value.code == 2
+        assert "soak-x: cannot make a temporary folder" in capsys.readouterr().err
+        assert locked == [True]
+        assert sorted(os.listdir(tmp_path)) == sorted([live.name, young.name])
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
