@@ -275,8 +275,8 @@ def test_a_bench_scratch_folder_is_locked_while_its_measurement_runs(tmp_path, m
         run._SCRATCH_LOCKS.clear()
 
 
-def test_soak_removes_the_folders_a_killed_run_left_never_a_live_ones(tmp_path, monkeypatch,
-                                                                        capsys):
+def test_soak_removes_the_folders_a_killed_run_left_never_a_live_ones(
+        tmp_path, monkeypatch, capsys):
     """The same for ``make soak`` (fuzz/soak_models.py, ``nrtrewrite-soak-XXXXXXXX``): its
     folder is locked while the run uses it (seen as the first model's folder is made), and
     the run removes a killed run's first, keeping a live run's and a young one."""
