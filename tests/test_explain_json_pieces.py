@@ -207,3 +207,13 @@ def test_an_error_after_records_went_to_the_temporary_file_is_the_error_document
     import nrtrewrite.cli.explain as ex
     monkeypatch.setattr(ex, "SPOOL_IN_MEMORY", 1)
     test_an_error_while_the_pieces_are_made_is_the_error_document_alone(k, monkeypatch)
+
+
+def test_an_empty_record_spool_is_an_empty_list():
+    """Every trigger skipped by ``--rank``: ``"triggers": []``, as ``json.dumps`` gives an
+    empty list, not ``[`` and ``]`` on two lines."""
+    from nrtrewrite.cli.explain import _RecordSpool
+
+    doc = {"model": "m", "triggers": _RecordSpool(), "skipped_triggers": [0, 1]}
+    assert "".join(_json_pieces(doc, "triggers")) == json.dumps(
+        {"model": "m", "triggers": [], "skipped_triggers": [0, 1]}, indent=2) + "\n"
