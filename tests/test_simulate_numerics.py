@@ -542,3 +542,21 @@ def test_single_step_mesh_all_reduce_gives_every_rank_the_same_bits(monkeypatch,
         src = random_sources(np.random.default_rng([0, t, 99]), dt, 4, MESH_N)
         want = model_reduce(ADD, dt, list(src))
         assert got[t][0] == np.ascontiguousarray(want).tobytes()
+
+
+@pytest.mark.parametrize("dt,big", [
+    # fp16's largest is 65504 = (2 - 2^-10) x 2^15: 65504 + 65504 = 131008 is past it (an
+    # overflow of the rounding to fp16); bf16's largest is (2 - 2^-7) x 2^127, and twice it
+    # is past fp32's (2 - 2^-23) x 2^127 (an overflow of the fp32 accumulator)
+    (DType.FP16, 65504.0), (DType.BF16, float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)),
+])
+def test_an_overflowing_or_nan_sum_prints_no_numpy_warning(dt, big):
+    """A tampered output's sums may overflow or meet inf + -inf (SIMULATOR.md §4: infinity
+    and NaN are the engine's outcomes): ``_move`` gives them without numpy's RuntimeWarning,
+    whose line names numpy's install path on stderr beside simulate's own lines."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a RuntimeWarning would raise here
+        got = _f64(engine_reduce(ADD, dt, [_vals(dt, big, np.inf),
+                                           _vals(dt, big, -np.inf)]))
+    assert got[0] == np.inf and np.isnan(got[1])

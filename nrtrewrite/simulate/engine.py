@@ -1277,13 +1277,16 @@ class Simulator:
             op, in_code, out_code = leg.cce
             ufunc = _UFUNC[op]
             in_dt = codes.NUMPY_DTYPE[DType(in_code)]
-            acc32 = datas[0].view(in_dt).astype(np.float32)
-            for d in datas[1:]:
-                d32 = d.view(in_dt).astype(np.float32)
-                ufunc(acc32, d32, out=acc32)
-                if op in _TIE_OPS:  # a +0 / -0 tie is the later source's zero, by rule
-                    np.copyto(acc32, d32, where=(d32 == 0) & (acc32 == 0))  # (numpy: open)
-            result = acc32.astype(codes.NUMPY_DTYPE[DType(out_code)]).view(np.uint8)
+            # overflow to infinity and NaN are the engine's outcomes (SIMULATOR.md §4), not
+            # faults: numpy's RuntimeWarning (with its install's path) stays off stderr
+            with np.errstate(over="ignore", invalid="ignore"):
+                acc32 = datas[0].view(in_dt).astype(np.float32)
+                for d in datas[1:]:
+                    d32 = d.view(in_dt).astype(np.float32)
+                    ufunc(acc32, d32, out=acc32)
+                    if op in _TIE_OPS:  # a +0 / -0 tie is the later source's zero, by rule
+                        np.copyto(acc32, d32, where=(d32 == 0) & (acc32 == 0))  # (numpy: open)
+                result = acc32.astype(codes.NUMPY_DTYPE[DType(out_code)]).view(np.uint8)
         if leg.sequential and len(dsts) > 1:  # (only such legs' streams may overlap)
             _check_overlapping_streams(leg, dsts, result, self._region_name)
         for runs in dsts:
