@@ -129,3 +129,28 @@ def test_simulates_error_lines_name_outs_files_from_out_as_given(long_place, giv
         in proc.stdout + proc.stderr
     doc = json.loads(sim("--ignore-checksums", "--json").stdout)
     assert doc["error"].startswith(f"{rank}: field leaf, rank 0, artifact legs.bin, record 0: ")
+
+
+@pytest.mark.parametrize("given", ["./short.neff", ".//short.neff"])
+def test_simulate_names_a_model_as_given(long_place, given):
+    """RELIABILITY 57th Left: ``simulate ./m.neff`` named the model ``m.neff`` (pathlib's
+    form) in its lines, where ``lower ./m.neff`` names it as typed (CLI.md "Paths in the
+    output"). A model of 500 bytes is refused by its header's size (NEFF-LIKE.md: the header is
+    1,024 bytes), the error line naming MODEL exactly as typed, as lower's does; and
+    --no-verify-hash's warning names it so."""
+    (long_place / "short.neff").write_bytes((long_place / "m.neff").read_bytes()[:500])
+    why = "file too short: 500 bytes, the header alone needs 1024"
+    for cmd in ("simulate", "lower"):
+        proc = subprocess.run([sys.executable, "-m", "nrtrewrite", cmd, given, "-o", "x.lowered"]
+                              if cmd == "lower" else
+                              [sys.executable, "-m", "nrtrewrite", cmd, given],
+                              capture_output=True, text=True, cwd=long_place,
+                              env=env(COLUMNS=20), timeout=120)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr == f"nrtrewrite: error: {given}: {why}\n", (cmd, proc.stderr)
+    proc = subprocess.run([sys.executable, "-m", "nrtrewrite", "simulate", "./m.neff",
+                           "--no-verify-hash"], capture_output=True, text=True,
+                          cwd=long_place, env=env(COLUMNS=20), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith("nrtrewrite: warning: ./m.neff: header hash not verified"), \
+        proc.stderr

@@ -247,14 +247,16 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
             if given:
                 raise click.UsageError(f"{and_list(given)} {verb(given, 'applies', 'apply')} "
                                        "only when an output folder OUT is given")
-            plan, warnings = load_and_plan(str(path), topology=topology, algo=algo,
+            # (MODEL as given in every line naming it, `./m.neff` as lower names it: until
+            # 2026-12-07 pathlib's `m.neff`; docs/CLI.md "Paths in the output")
+            plan, warnings = load_and_plan(os.fspath(target), topology=topology, algo=algo,
                                            host_cc=host_cc, no_verify_hash=no_verify_hash)
             if (note := no_trigger_warning(plan.model, "simulate")) is not None:
                 warnings.append(note)
             for w in warnings:
                 warn(err, w)
             if not no_memory_check:  # before the lowering: its folder can be large as well
-                check_operands_fit(floors_of_plan(plan), file=str(path))
+                check_operands_fit(floors_of_plan(plan), file=os.fspath(target))
             try:
                 root = temp_root()
                 clean_stale_simulate_temps(root)  # a killed run's
@@ -270,7 +272,7 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
             workers = min(usable_cores(), max(len(plan.world), 2))
             out = write_output(plan, tmp / _lowered_name(path), ranks=None,
                                workers=workers, command="simulate")
-            model = read_model(str(path), verify_hash=not no_verify_hash)
+            model = read_model(os.fspath(target), verify_hash=not no_verify_hash)
         # (a MODEL.neff's output is named without its temporary folder's random name, as
         # <temporary>/ar2.lowered/rank-0000: the same line and document from two runs)
         # (OUT's error lines name its files from OUT as given, as lower's: `./o/rank-0000`)
