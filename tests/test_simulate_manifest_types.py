@@ -1260,3 +1260,27 @@ def test_a_model_whose_size_reads_0_is_read_no_further_than_input_bytes(
         # one block (the reader's, 1 MiB) past input.bytes at most, none of it hashed
         assert 0 < read[0] <= n + (1 << 20), read
         assert hashed[0] < 1 << 20, hashed  # (the manifests' own bytes at most: no model)
+
+
+@pytest.mark.parametrize("at", [4, 2])
+def test_a_var_given_two_regions_is_refused_naming_both(ar2, tmp_path, at):
+    """FORMATS §10: each var has one region (a model's def.json holds a var_id once). ar2's
+    one all-reduce of 524,288 bf16 elements has vars 0 and 1 of 1 MiB each, at 0 and 1 MiB
+    (DRAM vars 4096-aligned, in var_id order), then scratch at 2 MiB (512 KiB) and an empty
+    gw at 2.5 MiB. A hand-edited copy of var 0's region at 2.5 MiB + 4096 (overlapping
+    nothing) was taken by simulate (the last of the two) and the run blamed dma.bin's
+    buf_ptr; lower's map takes a var's first region. Now refused at the second, naming the
+    first: appended (index 4), or inserted before scratch (index 2)."""
+    top = json.loads((ar2 / "manifest.json").read_text())
+    regs = top["memory"]["regions"]
+    assert [(r["name"], r["var_id"], r["offset"], r["size"]) for r in regs] == [
+        ("grad_in", 0, 0, 1 << 20), ("grad_out", 1, 1 << 20, 1 << 20),
+        ("scratch", None, 2 << 20, 512 << 10), ("gw", None, (2 << 20) + (512 << 10), 0)]
+    dup = dict(regs[0], name="again", offset=(2 << 20) + (512 << 10) + 4096)
+    _edit(ar2, tmp_path / "o", None, ["memory", "regions"], regs[:at] + [dup] + regs[at:])
+    res = cli("simulate", tmp_path / "o", "--json")
+    assert res.exit_code == 1, res.output
+    assert json.loads(res.stdout)["error"] == (
+        f"{tmp_path / 'o' / 'manifest.json'}: field memory.regions[{at}].var_id: var 0 of "
+        '"sg00" is given twice, in memory.regions[0] ("grad_in") and here ("again"): a var '
+        "has one region (FORMATS §10)")

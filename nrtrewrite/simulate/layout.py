@@ -297,6 +297,21 @@ class Layout:
                 raise err(f"memory region {json_text(r.name)}: only sbuf regions have partitions")
             if r.kind == "sbuf" and not 1 <= r.partitions <= SBUF_PARTITIONS:
                 raise err(f"memory region {json_text(r.name)}: {r.partitions} partitions")
+        # one region per var (FORMATS §10: the vars of each subgraph by var_id, and NEFF-LIKE's
+        # def.json has each var_id once, as the model's reader holds it): a var given twice
+        # is refused, where until 2026-12-07 the last of them was taken here and the first
+        # by lower's MemoryMap.var
+        first: dict[tuple[str | None, int], Region] = {}
+        for r in self.regions:
+            if r.var_id is None:
+                continue
+            was = first.setdefault((r.subgraph, r.var_id), r)
+            if was is not r:
+                raise SimulationError(
+                    f"var {r.var_id} of {json_text(r.subgraph)} is given twice, in "
+                    f"memory.regions[{was.index}] ({json_text(was.name)}) and here "
+                    f"({json_text(r.name)}): a var has one region (FORMATS §10)",
+                    file=file, field=f"memory.regions[{r.index}].var_id")
         dram = sorted((r for r in self.regions if r.kind != "sbuf" and r.size), key=lambda r: r.offset)
         sbuf = sorted((r for r in self.regions if r.kind == "sbuf" and r.size), key=lambda r: r.offset)
         for group in (dram, sbuf):
