@@ -1284,3 +1284,34 @@ def test_an_own_unit_kangaring_reduce_swapped_for_another_reduce_is_named_the_re
         "(ring_step 3: step 3 of chunk group 0, 7 steps a group on this channel) "
         "(docs/DESIGN.md \"Kangaring\": the ring's step template over the units, seed 001 §4; "
         "FORMATS §3)")
+
+
+def test_a_kangaring_leaf_fitting_no_leaf_of_its_step_is_named_with_the_one_that_fits(
+        tmp_path):
+    """_blame_kangaring_leaf's fallback (closing reading 57w: no test then). The model of
+    the flat KANGARING tests above: rank 0's direct_reduce_send_kangaring (leaf 10) of
+    position 10's H0 [25600, 26880), unit 3 hops ahead, where the all-reduce's template
+    calls direct_reduce_send_kangaring at step u - 1 - i = 0 and direct_recv_send at
+    2u - 1 - i = 4 (docs/DESIGN.md "Kangaring"). Made recv_reduce_send (leaf 2, called
+    nowhere at 3 hops) with its ring_step (u32 at 60, FORMATS §3) 4: the step's leaf,
+    direct_recv_send, is a copy (CME, no reduction_type) the record's CCE sdma_op and
+    reduction_type contradict, so the blame falls back to the template's leaves that fit:
+    direct_reduce_send_kangaring of step 0 alone (before 57w every leaf the template calls
+    there, direct_recv_send too)."""
+    from test_simulate_single_cycle import _leg_at, _set_leg_field
+    out = lower_spec(coll_spec("all_reduce", "bf16", 16, 40960), tmp_path / "o",
+                     algo="kangaring")
+    rec = _leg_at(out, 0, 0, 10, 25600)
+    L = np.fromfile(out / "rank-0000" / "legs.bin", F.LEG_DTYPE)
+    assert (int(L["sdma_op"][rec]), int(L["neigh"][rec])) == (4, 1)  # CCE, NEXT
+    assert int(L["reduction_type"][rec]) != 0xFF
+    _set_leg_field(out, 0, rec, 12, "<B", 2, (0, 10, 0, 0, 25600, 1280))
+    _set_leg_field(out, 0, rec, 60, "<I", 4, (0, 2, 0, 0, 25600, 1280))
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field leaf, rank 0, channel 0, artifact legs.bin, record "
+        f"{rec}: leaf should be direct_reduce_send_kangaring (step 0), not recv_reduce_send: "
+        "elements [25600, 26880) are of the chunk of a member of the unit 3 hops ahead on the "
+        "channel's cycle of 4 units, where the all-reduce's step template calls "
+        "direct_reduce_send_kangaring or direct_recv_send (ring_step 4: step 4 of chunk group "
+        "0, 7 steps a group on this channel) (docs/DESIGN.md \"Kangaring\": the ring's step "
+        "template over the units, seed 001 §4; FORMATS §3)")
