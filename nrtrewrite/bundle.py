@@ -693,16 +693,6 @@ def clean_stale_simulate_temps(tmpdir: str | os.PathLike) -> list[Path]:
     return clean_stale_run_temps(tmpdir, SIMULATE_TEMP_PREFIX)
 
 
-def clean_stale_probes(tmpdir: str | os.PathLike) -> list[Path]:
-    """Remove the probe files of :func:`temp_root` a killed run left in ``tmpdir``, and
-    nothing else (:func:`clean_stale_run_temps`' rule for them): for a script that finds its
-    folder with :func:`temp_root` but makes folders no lock guards (benchmarks/run.py's
-    scratch folders and ``make soak``'s were such until 2026-12-07; they are locked now and
-    call :func:`clean_stale_run_temps` with their prefixes, which removes the probes too).
-    Returns what was removed."""
-    return clean_stale_run_temps(tmpdir, None)
-
-
 def clean_stale_run_temps(tmpdir: str | os.PathLike, prefix: str | None) -> list[Path]:
     """:func:`clean_stale_simulate_temps` for the folders ``tempfile.mkdtemp(prefix=prefix)``
     makes (the prefix and 8 characters of ``[a-z0-9_]``): those a killed run of the tool
@@ -713,7 +703,7 @@ def clean_stale_run_temps(tmpdir: str | os.PathLike, prefix: str | None) -> list
     process, or unchanged for :data:`STALE_AFTER_S`; one of the shape without a PID,
     unchanged for an hour): a probe lives for a write of 4 bytes, and one removed under a
     live prober costs it nothing (its ``unlink``'s error is passed over).  ``prefix`` None:
-    the probes only (:func:`clean_stale_probes`)."""
+    the probes only."""
     name = None if prefix is None else re.compile(re.escape(prefix) + r"[a-z0-9_]{8}",
                                                   re.ASCII)
     removed: list[Path] = []
