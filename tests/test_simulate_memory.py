@@ -131,9 +131,17 @@ def test_floors_of_the_plan_and_of_the_output_agree_with_the_hand_figures(tmp_pa
     # each rank's input: 256 KiB, 4 MiB, 64 MiB, 64 KiB
     assert ({f.trigger: f.inputs for f in mg.floors_of_plan(plan)}
             == {0: 64 * 256 * 1024, 1: 64 * 4 * MiB, 2: 64 * 64 * MiB, 3: 64 * 64 * 1024})
+    # held at once (pages given back after their last access): a reduction's group holds
+    # the larger of a rank's input and output, 64 x 64 MiB for the 64 MiB all-reduce; the
+    # all-gather both, as before
+    assert ({f.trigger: f.operands for f in mg.floors_of_plan(plan)}
+            == {0: 64 * 256 * 1024, 1: 64 * 4 * MiB, 2: 64 * 64 * MiB,
+                3: 64 * (64 * 1024 + 4 * MiB)})
     worst = mg.largest_floor(mg.floors_of_plan(plan))
+    # 4 GiB held and 16 bytes an element of 32 Mi elements (SIMULATOR §3 "Memory"): 4.5 GiB,
+    # not the 8.5 GiB every operand byte at once gave until 2026-12-07
     assert (worst.trigger, worst.ranks, worst.bytes, worst.total) == (2, 64, 8 * GiB,
-                                                                      8 * GiB + 512 * MiB)
+                                                                      4 * GiB + 512 * MiB)
     assert worst.label == "ALLREDUCE ADD BF16 x33554432 over 64 ranks"
     # an output's manifest gives the same figures (a small model: lowering node64 is slow)
     out = lower_spec(coll_spec("all_gather", "bf16", 4, 1024), tmp_path / "ag")
@@ -144,6 +152,44 @@ def test_floors_of_the_plan_and_of_the_output_agree_with_the_hand_figures(tmp_pa
     assert [(f.inputs, f.making, f.checking) for f in floors] == [
         (4 * 1024 * 2, 4 * 1024 * 2, 4 * (4 * 1024 * 2))]
     assert floors[0].label == load_triggers(top)[floors[0].trigger].label()
+
+
+@pytest.mark.parametrize("op, n, want_held, want_total", [
+    # all-reduce, 4 ranks x 1024 bf16: 4 x 2 KiB held (input or output, element by element);
+    # 16 bytes an element besides either way (8 accumulator + 8 making, or 8 + 4 + 2 + 2)
+    ("all_reduce", 1024, 4 * 2048, 4 * 2048 + 16 * 1024),
+    # reduce-scatter, 4 ranks x 1024 bf16 in, 256 out: 4 x the 2 KiB input held; making
+    # 16 n, checking 8 n + 6 n + 2 x 256 = 14848: the making moment, 8192 + 16384
+    ("reduce_scatter", 1024, 4 * 2048, 4 * 2048 + 16 * 1024),
+    # all-gather, 4 ranks x 1024 bf16 in, 4096 out: every byte at once, 4 x (2 + 8) KiB,
+    # and four 8 KiB outputs while one is checked
+    ("all_gather", 1024, 4 * (2048 + 8192), 4 * (2048 + 8192) + 4 * 8192),
+])
+def test_the_held_floor_by_hand_from_the_doc_rule(tmp_path, op, n, want_held, want_total):
+    """docs/SIMULATOR.md §3 "Memory": a reduction's group holds, element by element, its
+    inputs or its outputs (group x the larger span), an all-gather both; the floor is that
+    with what checking an output holds, or the inputs with what making one holds."""
+    from nrtrewrite.cli.lower import load_and_plan
+    spec = coll_spec(op, "bf16", 4, n)
+    out = lower_spec(spec, tmp_path / "m")
+    top = json.loads((out / "manifest.json").read_text())
+    [f] = mg.floors_of_specs(load_triggers(top), Layout(top))
+    assert (f.operands, f.total) == (want_held, want_total)
+    plan, _ = load_and_plan(str(tmp_path / "m.neff"), topology=None, algo=None,
+                            host_cc=False, no_verify_hash=False)
+    [g] = mg.floors_of_plan(plan)
+    assert (g.operands, g.total) == (want_held, want_total)
+
+
+def test_held_floor_per_op_by_hand():
+    # a reduction: group x the larger span; SBUF (None) counts nothing
+    assert mg.held_floor("ALLREDUCE", 8, (0, 4 * MiB), (0, 4 * MiB), False) == 32 * MiB
+    assert mg.held_floor("ALLREDUCE", 8, (0, 4 * MiB), (0, 4 * MiB), True) == 32 * MiB
+    assert mg.held_floor("REDUCE_SCATTER", 4, (0, 8 * MiB), (0, 2 * MiB), False) == 32 * MiB
+    assert mg.held_floor("ALLREDUCE", 4, None, (0, 8 * MiB), False) == 32 * MiB
+    assert mg.held_floor("ALLREDUCE", 4, None, None, False) == 0
+    # an all-gather: every operand byte (its operand floor), 16 x (1 + 16) MiB
+    assert mg.held_floor("ALLGATHER", 16, (0, MiB), (0, 16 * MiB), False) == 272 * MiB
 
 
 def test_state_buffer_operands_count_nothing_in_either_path(tmp_path):
@@ -256,6 +302,23 @@ def test_check_operands_fit():
     # while an output is checked: max(3 + 3, 1 + 1) = 6 GiB
     floors.append(mg.Floor(8, "e", 2, 3 * GiB, GiB, GiB, 3 * GiB))
     assert mg.largest_floor(floors).trigger == 8
+    # held operands (a reduction's, element by element: SIMULATOR §3 "Memory"): 6 GiB of
+    # operands of which 2 GiB held, 2 GiB while an output is checked: max(2 + 2, 2 + 1) =
+    # 4 GiB; the message's figures are those, its words the same
+    held = [mg.Floor(9, "f", 2, 6 * GiB, 2 * GiB, GiB, 2 * GiB, held=2 * GiB)]
+    mg.check_operands_fit(held, file="m", available=lambda: (4 * GiB, "MemAvailable"))
+    with pytest.raises(ResourceError) as err:
+        mg.check_operands_fit(held, file="m", available=lambda: (4 * GiB - 1, "MemAvailable"))
+    assert str(err.value) == (
+        "m: trigger 9: cannot be simulated on this machine: f holds 4.0 GiB at once (2.0 GiB "
+        "of input and output, the rest its test data and reference), more than the 4.0 GiB "
+        "of memory available (MemAvailable); simulate it on a machine with more memory, or "
+        "pass --no-memory-check to try anyway")
+    # the making moment the larger, 1 + 4 = 5 GiB: the operand figure is still the held one
+    held = [mg.Floor(10, "g", 2, 6 * GiB, GiB, 4 * GiB, GiB, held=2 * GiB)]
+    with pytest.raises(ResourceError) as err:
+        mg.check_operands_fit(held, file="m", available=lambda: (4 * GiB, "MemAvailable"))
+    assert "g holds 5.0 GiB at once (2.0 GiB of input and output, the rest" in str(err.value)
 
 
 def test_reference_bytes_per_op_by_hand():
@@ -343,8 +406,9 @@ def test_the_guard_reads_at_most_every_interval_and_keeps_a_reserve():
 
 @pytest.fixture
 def ar_out(tmp_path):
-    """An all-reduce of 8 ranks x 4096 bf16: operands 8 x 2 x 8 KiB = 128 KiB; checking an
-    output 4096 x (8 + 4 + 2) bytes and one rank's 8 KiB output read back = 64 KiB: 192 KiB
+    """An all-reduce of 8 ranks x 4096 bf16: operands held 8 x 8 KiB = 64 KiB (the larger of
+    a rank's input and output; 128 KiB with every operand byte, until 2026-12-07); checking an
+    output 4096 x (8 + 4 + 2) bytes and one rank's 8 KiB output read back = 64 KiB: 128 KiB
     (making an input: 64 KiB of inputs and 4096 x (8 + 8) bytes, 128 KiB)."""
     return lower_spec(coll_spec("all_reduce", "bf16", 8, 4096), tmp_path / "ar")
 
@@ -355,7 +419,7 @@ def test_simulate_refuses_a_run_whose_operands_do_not_fit(ar_out, monkeypatch):
     assert res.exit_code == 71 and res.stdout == ""
     assert res.stderr == (
         f"nrtrewrite: error: {ar_out}: trigger 0: cannot be simulated on this machine: "
-        "ALLREDUCE ADD BF16 x4096 over 8 ranks holds 192.0 KiB at once (128.0 KiB of input "
+        "ALLREDUCE ADD BF16 x4096 over 8 ranks holds 128.0 KiB at once (64.0 KiB of input "
         "and output, the rest its test data and reference), more than the 100.0 KiB of "
         "memory available (MemAvailable); simulate it on a machine with more memory, or pass "
         "--no-memory-check to try anyway\n")
@@ -363,10 +427,10 @@ def test_simulate_refuses_a_run_whose_operands_do_not_fit(ar_out, monkeypatch):
     doc = json.loads(res.stdout)
     assert res.exit_code == 71 and doc["ok"] is None and "cannot be simulated" in doc["error"]
     # the operands fit, the reference does not (until 2026-12-05 this ran on)
-    monkeypatch.setattr(mg, "available_bytes", lambda: (192 * 1024 - 1, "MemAvailable"))
+    monkeypatch.setattr(mg, "available_bytes", lambda: (128 * 1024 - 1, "MemAvailable"))
     assert cli("simulate", ar_out).exit_code == 71
     # exactly the floor fits
-    monkeypatch.setattr(mg, "available_bytes", lambda: (192 * 1024, "MemAvailable"))
+    monkeypatch.setattr(mg, "available_bytes", lambda: (128 * 1024, "MemAvailable"))
     assert cli("simulate", ar_out).exit_code == 0
     monkeypatch.setattr(mg, "available_bytes", lambda: (0, "MemAvailable"))
     res = cli("simulate", ar_out, "--no-memory-check")
@@ -391,9 +455,11 @@ def test_an_fp8_all_reduce_whose_accumulator_cannot_fit_is_refused(tmp_path, mon
     """A report-only tester (2026-12-05): one fp8 all-reduce of 2^32 elements over 2 ranks,
     operands 2 x 2 x 4 GiB = 16 GiB, under the 22.9 GiB available, ran on until the kernel
     killed it (24 GB). Checking an output holds 2^32 x (8 + 4 + 1) bytes and a rank's 4 GiB
-    output, 56 GiB, 72 GiB with the operands (making an input: 8 GiB of inputs, 2^32 x
-    (8 + 8) bytes, 72 GiB as well), refused before it is lowered (never lowered nor run here, even
-    when the check lets it through: that would take the machine's memory)."""
+    output, 56 GiB, 64 GiB with the 8 GiB held (a reduction holds the larger of a rank's
+    input and output since 2026-12-07; 72 GiB with every operand byte before), and making an
+    input: 8 GiB of inputs, 2^32 x (8 + 8) bytes, 72 GiB: refused before it is lowered (never
+    lowered nor run here, even when the check lets it through: that would take the machine's
+    memory)."""
     import nrtrewrite.cli.simulate as sim_cli
 
     def no_lowering(*_a, **_k):
@@ -412,7 +478,7 @@ def test_an_fp8_all_reduce_whose_accumulator_cannot_fit_is_refused(tmp_path, mon
     assert res.exit_code == 71 and res.stdout == ""
     assert res.stderr == (
         f"nrtrewrite: error: {model}: trigger 0: cannot be simulated on this machine: "
-        "ALLREDUCE ADD FP8_E4 x4294967296 over 2 ranks holds 72.0 GiB at once (16.0 GiB of "
+        "ALLREDUCE ADD FP8_E4 x4294967296 over 2 ranks holds 72.0 GiB at once (8.0 GiB of "
         "input and output, the rest its test data and reference), more than the 22.9 GiB of "
         "memory available (MemAvailable); simulate it on a machine with more memory, or pass "
         "--no-memory-check to try anyway\n")

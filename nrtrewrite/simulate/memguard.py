@@ -1,21 +1,23 @@
 """The simulator's memory against the machine's (docs/SIMULATOR.md §3 "Memory").
 
-The simulator holds every rank's data: each (rank, region) buffer lives until every trigger
-that touched it has completed on all ranks of its group.  So at the moment a trigger's last
-rank completes, every rank of its group still holds that trigger's input and output bytes
-(until 2026-12-07: a buffer of ``engine.MAPPED_BYTES`` or more now gives each page back
-after its last access, so a run may peak below the floor; the floor is still what is
-weighed): :func:`operand_floor` is that amount.  Making the test data and checking the outputs hold
-more (:func:`~nrtrewrite.simulate.testdata.reference_bytes`: a reduction's float64
-accumulator alone is 8 bytes an element, eight times an fp8 operand): a trigger's floor
-(:class:`Floor`) is the larger of its operands with what checking an output holds, and its
-inputs with what making an input holds, about the run's peak memory (the scratch and
-gateway bytes, the legs' temporaries, the shadow state and the decoded programs come on
-top).  A run whose floor is more than the memory the machine has available cannot end: it
-would be stopped by the kernel's out-of-memory killer, after minutes, with nothing but
-``Killed``.  :func:`check_operands_fit` refuses it before anything is decoded (or lowered);
-:class:`MemoryGuard` stops a run that fits the floor but not the machine, with a line, while
-some memory is left.
+The simulator holds every rank's data, and since 2026-12-07 a buffer of
+``engine.MAPPED_BYTES`` or more gives each page back after its last access: a rank's input
+goes once the last leg reading it has run, its output once it is checked.  A reduction's
+output element is written only after every input it sums is read, so for each element the
+group holds its inputs or its outputs, not both: :func:`held_floor`, group size x the larger
+of a rank's input and output (an all-gather's inputs are read by every rank, so it holds both,
+:func:`operand_floor`, the group's inputs and outputs, which is what every trigger was
+weighed by until 2026-12-07).  Making the test data and checking the outputs hold more
+(:func:`~nrtrewrite.simulate.testdata.reference_bytes`: a reduction's float64 accumulator
+alone is 8 bytes an element, eight times an fp8 operand): a trigger's floor (:class:`Floor`)
+is the larger of its held operands with what checking an output holds, and its inputs with
+what making an input holds, about the run's peak memory (the scratch and gateway bytes in
+flight, the legs' temporaries, the shadow state, the decoded programs and the interpreter
+come on top).  A run whose floor is more than the memory the machine has available cannot
+end: it would be stopped by the kernel's out-of-memory killer, after minutes, with nothing
+but ``Killed``.  :func:`check_operands_fit` refuses it before anything is decoded (or
+lowered); :class:`MemoryGuard` stops a run that fits the floor but not the machine, with a
+line, while some memory is left.
 
 "Available" is Linux's ``MemAvailable`` (free memory plus the page cache the kernel can drop),
 or less when the process's memory cgroup (v1 or v2, or an ancestor) has a limit: that limit
@@ -148,12 +150,28 @@ def operand_floor(group_size: int, src: tuple[int, int] | None,
     return group_size * per_rank
 
 
+def held_floor(op_kind: str, group_size: int, src: tuple[int, int] | None,
+               dst: tuple[int, int] | None, same_var: bool) -> int:
+    """What a trigger's DRAM operands hold at once, every rank of its group, now that a
+    page goes back after its last access (docs/SIMULATOR.md §3 "Memory"); ``src``, ``dst``
+    and ``same_var`` as :func:`operand_floor`'s.  A reduction (all-reduce, reduce-scatter):
+    an output element is written once every input element it sums has been read (by then
+    the last time), so each rank holds, element by element, its input's or its output's
+    bytes, at most the larger of the two spans (a reduce-scatter's input, an all-reduce's
+    either).  An all-gather: its inputs are read by every rank while the outputs are made,
+    so its :func:`operand_floor`."""
+    if op_kind == "ALLGATHER":
+        return operand_floor(group_size, src, dst, same_var)
+    return group_size * max((span[1] for span in (src, dst) if span is not None), default=0)
+
+
 @dataclass(frozen=True)
 class Floor:
     """A trigger's floor: its :func:`operand_floor` (``bytes``), its inputs' part of it
     (``inputs``) and what its test data and reference hold besides, while an input is made
     (``making``) and while an output is checked (``checking``,
-    :func:`~nrtrewrite.simulate.testdata.reference_bytes`)."""
+    :func:`~nrtrewrite.simulate.testdata.reference_bytes`); ``held``, its operands held at
+    once (:func:`held_floor`; None: ``bytes``, every operand byte at once)."""
 
     trigger: int
     label: str
@@ -162,12 +180,18 @@ class Floor:
     inputs: int = 0
     making: int = 0
     checking: int = 0
+    held: int | None = None
+
+    @property
+    def operands(self) -> int:
+        """The operand bytes held at once (:func:`held_floor`)."""
+        return self.bytes if self.held is None else self.held
 
     @property
     def total(self) -> int:
-        """The most the trigger holds at once: its operands while an output is checked, or
-        its inputs while the last input is made."""
-        return max(self.bytes + self.checking, self.inputs + self.making)
+        """The most the trigger holds at once: its held operands while an output is
+        checked, or its inputs while the last input is made."""
+        return max(self.operands + self.checking, self.inputs + self.making)
 
 
 def largest_floor(floors) -> Floor | None:
@@ -187,9 +211,10 @@ def floors_of_plan(plan) -> list[Floor]:
         n = len(tp.group)
         ref = reference_bytes(t.op.name, t.alu_op.name if t.alu_op is not None else None,
                               t.dtype, t.num_elements, n)
-        out.append(Floor(t.ordinal, label, n,
-                         operand_floor(n, src, dst, t.src.var_id == t.dst.var_id),
-                         operand_floor(n, src, None, False), *ref))
+        same = t.src.var_id == t.dst.var_id
+        out.append(Floor(t.ordinal, label, n, operand_floor(n, src, dst, same),
+                         operand_floor(n, src, None, False), *ref,
+                         held=held_floor(t.op.name, n, src, dst, same)))
     return out
 
 
@@ -221,7 +246,8 @@ def floors_of_specs(specs, layout) -> list[Floor]:
         ref = reference_bytes(t.op, t.alu, t.dtype, t.n, n) if dst_fits else (0, 0)
         out.append(Floor(t.ordinal, t.label(), n,
                          operand_floor(n, spans[0], spans[1], same),
-                         operand_floor(n, spans[0], None, False), *ref))
+                         operand_floor(n, spans[0], None, False), *ref,
+                         held=held_floor(t.op, n, spans[0], spans[1], same)))
     return out
 
 
@@ -237,7 +263,7 @@ def check_operands_fit(floors, *, file: str, available=None) -> None:
     if worst.total > avail:
         err = ResourceError(
             f"cannot be simulated on this machine: {worst.label} holds {gib(worst.total)} at "
-            f"once ({gib(worst.bytes)} of input and output, the rest its test data and "
+            f"once ({gib(worst.operands)} of input and output, the rest its test data and "
             f"reference), more than the {gib(avail)} of memory available "
             f"({source}); simulate it on a machine with more memory, or pass "
             "--no-memory-check to try anyway",
@@ -288,5 +314,5 @@ class MemoryGuard:
             "it)", file=file, trigger=trigger)
 
 
-__all__ = ["available_bytes", "operand_floor", "floors_of_plan", "floors_of_specs",
+__all__ = ["available_bytes", "operand_floor", "held_floor", "floors_of_plan", "floors_of_specs",
            "check_operands_fit", "MemoryGuard", "Floor", "largest_floor", "RESERVE_BYTES"]
