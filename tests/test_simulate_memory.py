@@ -92,14 +92,15 @@ def test_a_span_past_its_var_counts_nothing_from_a_manifest(tmp_path):
     top["triggers"][0]["num_elements"] = 1024
     top["triggers"][0]["src"]["offset"] = -2
     assert [f.bytes for f in mg.floors_of_specs(load_triggers(top), Layout(top))] == [8192]
-    # the output lies in its var: 1024 x (8 + 4 + 2) bytes and a 2 KiB output read back
+    # the output lies in its var: 1024 x (8 + 4 + 2) bytes and a 2 KiB output read back, on
+    # the 8 KiB held and an eighth in flight
     assert [f.total for f in mg.floors_of_specs(load_triggers(top), Layout(top))] == [
-        8192 + 1024 * 16]
+        9216 + 1024 * 16]
     # an output in a var the map lacks: the input alone, its test data and reference left
     # out though the input lies in its var (the dst alone says whether the output does)
     top["triggers"][0]["src"]["offset"] = 0
     top["triggers"][0]["dst"]["var_id"] = 99
-    assert [f.total for f in mg.floors_of_specs(load_triggers(top), Layout(top))] == [8192]
+    assert [f.total for f in mg.floors_of_specs(load_triggers(top), Layout(top))] == [9216]
 
 
 def _node64_floors_by_hand():
@@ -133,15 +134,14 @@ def test_floors_of_the_plan_and_of_the_output_agree_with_the_hand_figures(tmp_pa
             == {0: 64 * 256 * 1024, 1: 64 * 4 * MiB, 2: 64 * 64 * MiB, 3: 64 * 64 * 1024})
     # held at once (pages given back after their last access): a reduction's group holds
     # the larger of a rank's input and output, 64 x 64 MiB for the 64 MiB all-reduce; the
-    # all-gather both, as before
+    # all-gather both, as before; each an eighth more for the bytes in flight
     assert ({f.trigger: f.operands for f in mg.floors_of_plan(plan)}
-            == {0: 64 * 256 * 1024, 1: 64 * 4 * MiB, 2: 64 * 64 * MiB,
-                3: 64 * (64 * 1024 + 4 * MiB)})
+            == {0: 9 * 64 * 256 * 1024 // 8, 1: 9 * 64 * 4 * MiB // 8, 2: 9 * 64 * 64 * MiB // 8,
+                3: 9 * 64 * (64 * 1024 + 4 * MiB) // 8})
     worst = mg.largest_floor(mg.floors_of_plan(plan))
-    # 4 GiB held and 16 bytes an element of 32 Mi elements (SIMULATOR §3 "Memory"): 4.5 GiB,
+    # 4.5 GiB held and 16 bytes an element of 32 Mi elements (SIMULATOR §3 "Memory"): 5 GiB,
     # not the 8.5 GiB every operand byte at once gave until 2026-12-07
-    assert (worst.trigger, worst.ranks, worst.bytes, worst.total) == (2, 64, 8 * GiB,
-                                                                      4 * GiB + 512 * MiB)
+    assert (worst.trigger, worst.ranks, worst.bytes, worst.total) == (2, 64, 8 * GiB, 5 * GiB)
     assert worst.label == "ALLREDUCE ADD BF16 x33554432 over 64 ranks"
     # an output's manifest gives the same figures (a small model: lowering node64 is slow)
     out = lower_spec(coll_spec("all_gather", "bf16", 4, 1024), tmp_path / "ag")
@@ -155,15 +155,16 @@ def test_floors_of_the_plan_and_of_the_output_agree_with_the_hand_figures(tmp_pa
 
 
 @pytest.mark.parametrize("op, n, want_held, want_total", [
-    # all-reduce, 4 ranks x 1024 bf16: 4 x 2 KiB held (input or output, element by element);
-    # 16 bytes an element besides either way (8 accumulator + 8 making, or 8 + 4 + 2 + 2)
-    ("all_reduce", 1024, 4 * 2048, 4 * 2048 + 16 * 1024),
-    # reduce-scatter, 4 ranks x 1024 bf16 in, 256 out: 4 x the 2 KiB input held; making
-    # 16 n, checking 8 n + 6 n + 2 x 256 = 14848: the making moment, 8192 + 16384
-    ("reduce_scatter", 1024, 4 * 2048, 4 * 2048 + 16 * 1024),
+    # all-reduce, 4 ranks x 1024 bf16: 4 x 2 KiB held (input or output, element by element)
+    # and an eighth in flight, 9216; 16 bytes an element besides either way (8 accumulator
+    # + 8 making, or 8 + 4 + 2 + 2): checking, 9216 + 16384 (making: 8192 + 16384)
+    ("all_reduce", 1024, 9216, 9216 + 16 * 1024),
+    # reduce-scatter, 4 ranks x 1024 bf16 in, 256 out: 4 x the 2 KiB input held, 9216;
+    # checking 8 n + 6 n + 2 x 256 = 14848, 24064; making 16 n on the 8192 inputs, 24576
+    ("reduce_scatter", 1024, 9216, 8192 + 16 * 1024),
     # all-gather, 4 ranks x 1024 bf16 in, 4096 out: every byte at once, 4 x (2 + 8) KiB,
-    # and four 8 KiB outputs while one is checked
-    ("all_gather", 1024, 4 * (2048 + 8192), 4 * (2048 + 8192) + 4 * 8192),
+    # and an eighth, 46080; and four 8 KiB outputs while one is checked
+    ("all_gather", 1024, 46080, 46080 + 4 * 8192),
 ])
 def test_the_held_floor_by_hand_from_the_doc_rule(tmp_path, op, n, want_held, want_total):
     """docs/SIMULATOR.md §3 "Memory": a reduction's group holds, element by element, its
@@ -182,14 +183,15 @@ def test_the_held_floor_by_hand_from_the_doc_rule(tmp_path, op, n, want_held, wa
 
 
 def test_held_floor_per_op_by_hand():
-    # a reduction: group x the larger span; SBUF (None) counts nothing
-    assert mg.held_floor("ALLREDUCE", 8, (0, 4 * MiB), (0, 4 * MiB), False) == 32 * MiB
-    assert mg.held_floor("ALLREDUCE", 8, (0, 4 * MiB), (0, 4 * MiB), True) == 32 * MiB
-    assert mg.held_floor("REDUCE_SCATTER", 4, (0, 8 * MiB), (0, 2 * MiB), False) == 32 * MiB
-    assert mg.held_floor("ALLREDUCE", 4, None, (0, 8 * MiB), False) == 32 * MiB
+    # a reduction: group x the larger span, and an eighth in flight (32 + 4 MiB); SBUF
+    # (None) counts nothing
+    assert mg.held_floor("ALLREDUCE", 8, (0, 4 * MiB), (0, 4 * MiB), False) == 36 * MiB
+    assert mg.held_floor("ALLREDUCE", 8, (0, 4 * MiB), (0, 4 * MiB), True) == 36 * MiB
+    assert mg.held_floor("REDUCE_SCATTER", 4, (0, 8 * MiB), (0, 2 * MiB), False) == 36 * MiB
+    assert mg.held_floor("ALLREDUCE", 4, None, (0, 8 * MiB), False) == 36 * MiB
     assert mg.held_floor("ALLREDUCE", 4, None, None, False) == 0
-    # an all-gather: every operand byte (its operand floor), 16 x (1 + 16) MiB
-    assert mg.held_floor("ALLGATHER", 16, (0, MiB), (0, 16 * MiB), False) == 272 * MiB
+    # an all-gather: every operand byte (its operand floor), 16 x (1 + 16) MiB, and an eighth
+    assert mg.held_floor("ALLGATHER", 16, (0, MiB), (0, 16 * MiB), False) == 272 * MiB + 34 * MiB
 
 
 def test_state_buffer_operands_count_nothing_in_either_path(tmp_path):
@@ -407,9 +409,10 @@ def test_the_guard_reads_at_most_every_interval_and_keeps_a_reserve():
 @pytest.fixture
 def ar_out(tmp_path):
     """An all-reduce of 8 ranks x 4096 bf16: operands held 8 x 8 KiB = 64 KiB (the larger of
-    a rank's input and output; 128 KiB with every operand byte, until 2026-12-07); checking an
-    output 4096 x (8 + 4 + 2) bytes and one rank's 8 KiB output read back = 64 KiB: 128 KiB
-    (making an input: 64 KiB of inputs and 4096 x (8 + 8) bytes, 128 KiB)."""
+    a rank's input and output; 128 KiB with every operand byte, until 2026-12-07) and an
+    eighth in flight, 72 KiB; checking an output 4096 x (8 + 4 + 2) bytes and one rank's 8 KiB
+    output read back = 64 KiB: 136 KiB (making an input: 64 KiB of inputs and 4096 x (8 + 8)
+    bytes, 128 KiB)."""
     return lower_spec(coll_spec("all_reduce", "bf16", 8, 4096), tmp_path / "ar")
 
 
@@ -419,7 +422,7 @@ def test_simulate_refuses_a_run_whose_operands_do_not_fit(ar_out, monkeypatch):
     assert res.exit_code == 71 and res.stdout == ""
     assert res.stderr == (
         f"nrtrewrite: error: {ar_out}: trigger 0: cannot be simulated on this machine: "
-        "ALLREDUCE ADD BF16 x4096 over 8 ranks holds 128.0 KiB at once (64.0 KiB of input "
+        "ALLREDUCE ADD BF16 x4096 over 8 ranks holds 136.0 KiB at once (72.0 KiB of input "
         "and output, the rest its test data and reference), more than the 100.0 KiB of "
         "memory available (MemAvailable); simulate it on a machine with more memory, or pass "
         "--no-memory-check to try anyway\n")
@@ -427,10 +430,10 @@ def test_simulate_refuses_a_run_whose_operands_do_not_fit(ar_out, monkeypatch):
     doc = json.loads(res.stdout)
     assert res.exit_code == 71 and doc["ok"] is None and "cannot be simulated" in doc["error"]
     # the operands fit, the reference does not (until 2026-12-05 this ran on)
-    monkeypatch.setattr(mg, "available_bytes", lambda: (128 * 1024 - 1, "MemAvailable"))
+    monkeypatch.setattr(mg, "available_bytes", lambda: (136 * 1024 - 1, "MemAvailable"))
     assert cli("simulate", ar_out).exit_code == 71
     # exactly the floor fits
-    monkeypatch.setattr(mg, "available_bytes", lambda: (128 * 1024, "MemAvailable"))
+    monkeypatch.setattr(mg, "available_bytes", lambda: (136 * 1024, "MemAvailable"))
     assert cli("simulate", ar_out).exit_code == 0
     monkeypatch.setattr(mg, "available_bytes", lambda: (0, "MemAvailable"))
     res = cli("simulate", ar_out, "--no-memory-check")
@@ -455,8 +458,9 @@ def test_an_fp8_all_reduce_whose_accumulator_cannot_fit_is_refused(tmp_path, mon
     """A report-only tester (2026-12-05): one fp8 all-reduce of 2^32 elements over 2 ranks,
     operands 2 x 2 x 4 GiB = 16 GiB, under the 22.9 GiB available, ran on until the kernel
     killed it (24 GB). Checking an output holds 2^32 x (8 + 4 + 1) bytes and a rank's 4 GiB
-    output, 56 GiB, 64 GiB with the 8 GiB held (a reduction holds the larger of a rank's
-    input and output since 2026-12-07; 72 GiB with every operand byte before), and making an
+    output, 56 GiB, 65 GiB with the 9 GiB held (a reduction holds the larger of a rank's
+    input and output since 2026-12-07, and an eighth in flight; 72 GiB with every operand byte
+    before), and making an
     input: 8 GiB of inputs, 2^32 x (8 + 8) bytes, 72 GiB: refused before it is lowered (never
     lowered nor run here, even when the check lets it through: that would take the machine's
     memory)."""
@@ -478,7 +482,7 @@ def test_an_fp8_all_reduce_whose_accumulator_cannot_fit_is_refused(tmp_path, mon
     assert res.exit_code == 71 and res.stdout == ""
     assert res.stderr == (
         f"nrtrewrite: error: {model}: trigger 0: cannot be simulated on this machine: "
-        "ALLREDUCE ADD FP8_E4 x4294967296 over 2 ranks holds 72.0 GiB at once (8.0 GiB of "
+        "ALLREDUCE ADD FP8_E4 x4294967296 over 2 ranks holds 72.0 GiB at once (9.0 GiB of "
         "input and output, the rest its test data and reference), more than the 22.9 GiB of "
         "memory available (MemAvailable); simulate it on a machine with more memory, or pass "
         "--no-memory-check to try anyway\n")

@@ -46,6 +46,8 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 RESERVE_BYTES = 512 << 20
 #: Seconds between two readings of the available memory while a run goes on.
 CHECK_INTERVAL = 0.1
+#: :func:`held_floor` counts 1/IN_FLIGHT more for the operands' bytes in flight.
+IN_FLIGHT = 8
 
 
 def _meminfo(path: Path = MEMINFO) -> dict[str, int]:
@@ -159,10 +161,17 @@ def held_floor(op_kind: str, group_size: int, src: tuple[int, int] | None,
     the last time), so each rank holds, element by element, its input's or its output's
     bytes, at most the larger of the two spans (a reduce-scatter's input, an all-reduce's
     either).  An all-gather: its inputs are read by every rank while the outputs are made,
-    so its :func:`operand_floor`."""
+    so its :func:`operand_floor`.  Either with an eighth more (:data:`IN_FLIGHT`): the
+    operands' bytes on their way, the scratch and gateway bytes written and not yet read and
+    the legs' temporaries, which the element-by-element count leaves out (measured:
+    ``node64`` with the default options held 0.8 % more than the bare figure besides its
+    decoded programs, docs/SIMULATOR.md §3 "Memory")."""
     if op_kind == "ALLGATHER":
-        return operand_floor(group_size, src, dst, same_var)
-    return group_size * max((span[1] for span in (src, dst) if span is not None), default=0)
+        held = operand_floor(group_size, src, dst, same_var)
+    else:
+        held = group_size * max((span[1] for span in (src, dst) if span is not None),
+                                default=0)
+    return held + held // IN_FLIGHT
 
 
 @dataclass(frozen=True)
