@@ -518,7 +518,8 @@ def _guard_weighing(monkeypatch, factor, available_then, available_after):
 
     def floors_of_specs(*a):
         return [M.Floor(f.trigger, f.label, f.ranks, f.bytes * factor, f.inputs,
-                        f.making, f.checking * factor) for f in M.floors_of_plan(plans[-1])]
+                        f.making, f.checking * factor, held=f.operands * factor)
+                for f in M.floors_of_plan(plans[-1])]
 
     real_check = M.check_operands_fit
 
