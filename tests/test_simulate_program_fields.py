@@ -2023,3 +2023,55 @@ def test_a_single_cycle_legs_first_wait_value_changed_in_sem_bin_is_named_there(
         f"value should be 1, not 2: a SINGLE_CYCLE_RING recv_reduce_copy_send leg's waits are "
         f"by 1, as its 0xBF word (sb2sb.bin record {word}) carries (FORMATS §4, §7; legs.bin "
         f"record {legs[0]})")
+
+
+def _single_cycle_wait(out: Path, leaf: int, nth: int, role: int) -> tuple[int, int, int, int]:
+    """(rank, legs.bin record, sem.bin record, channel) of the first SINGLE_CYCLE_RING
+    ``leaf`` leg (its entry's spad.bin algo_type 4, FORMATS §2: byte 1 [3:0]) whose ``nth``
+    semaphore BD is a wait (FORMATS §7: subop 20, its waits first) on its own channel's
+    semaphore of ``role`` (16 + 4c + role: 0 recv_sema, 2 post_sema), found from legs.bin's
+    sem_first and sem.bin's address (§10: the DEC window) by hand."""
+    for r in sorted(int(p.name[5:]) for p in out.glob("rank-*")):
+        sems = _sems(out, r)
+        for i, g in enumerate(_legs(out, r)):
+            if g["leaf"] != leaf or g["sem_count"] <= nth \
+                    or _get(out, r, "spad.bin", g["spad_index"] * SPAD + 1, "<B") & 0xF != ALG_SCR:
+                continue
+            k = g["sem_first"] + nth
+            ctrl, value, addr = sems[k]
+            sid = 16 + 4 * g["channel"] + role
+            if ctrl & 0xFF == 20 and addr == EVT_SEM + (r << 30) + DEC_WINDOW + 4 * sid:
+                assert value == 1
+                return r, i, k, g["channel"]
+    raise AssertionError("no such leg")
+
+
+@pytest.mark.parametrize("case, leaf, nth, role, value", [
+    ("flat", 4, 1, 2, 2),  # recv_reduce_copy_send's second wait, its post_sema (no word)
+    ("flat", 4, 1, 2, 3),
+    ("flat", 7, 0, 0, 2),  # direct_recv's one wait, its recv_sema (no data: no 0xBF word)
+    ("hier", 7, 0, 0, 2),
+    ("hier", 7, 0, 0, 5),
+])
+def test_a_single_cycle_legs_wait_no_word_repeats_changed_is_named_in_sem_bin(
+        scr_out, hier_out, tmp_path, case, leaf, nth, role, value):
+    """A SINGLE_CYCLE_RING leg's every wait is by 1 (FORMATS §4's row, §7: each takes the +1
+    one increment adds, the channel predecessor's on recv_sema, the pair's other channel's on
+    post_sema), not only the first one its 0xBF word repeats: the root's
+    recv_reduce_copy_send's post_sema wait, and a direct_recv's recv_sema wait (a leg
+    without data has no word), made another value are named at sem.bin's value (fixer 58c,
+    the fifty-seventh "Left": until then the run deadlocked, `work remains but nothing can
+    run`; a value of 0 was named already: `a semaphore BD with value 0`). Alike on a HIER
+    inter_allr SINGLE_CYCLE_RING leg (hier_out's entry 1; its group of two ranks has no
+    recv_reduce_copy_send, n = 2: docs/DESIGN.md "Single-cycle ring", so that case is the
+    flat one's alone)."""
+    out = _copy(scr_out if case == "flat" else hier_out, tmp_path)
+    r, g, k, c = _single_cycle_wait(out, leaf, nth, role)
+    _set(out, r, "sem.bin", k * BD + 4, "<I", value)
+    name = {4: "recv_reduce_copy_send", 7: "direct_recv"}[leaf]
+    assert _error_line(out) == (
+        f"{out / f'rank-{r:04d}'}: field value, rank {r}, artifact sem.bin, record {k}: wait "
+        f"value should be 1, not {value}: a SINGLE_CYCLE_RING {name} leg's waits are by 1, "
+        f"what one increment adds to its {('recv_sema', '', 'post_sema')[role]} (FORMATS §4, "
+        f"§7; legs.bin record {g})")
+

@@ -2730,6 +2730,26 @@ class RankDecoder:
                        f"{LEAF_NAMES[int(lf_s[i])]} leg (legs.bin record {leg[i]}) waits its "
                        f"recv_sema, then its post_sema (FORMATS §7), and its next wait (sem.bin "
                        f"record {i + 1}) is on {sem_name(int(sid[i + 1]))}", "sem.bin", "addr")
+        # a SINGLE_CYCLE_RING ring leaf's waits, flat or a HIER leg's, are each by 1 (FORMATS
+        # §4's row, §7): each takes what one increment adds, the channel predecessor's +1 on
+        # its recv_sema, the pair's other channel's +1 on its post_sema (docs/DESIGN.md
+        # "Single-cycle ring"). A leg's first wait its 0xBF word repeats is left to
+        # check_sb2sb, which weighs the two records (_check_events); every other wait (a
+        # second one, a direct_recv's: no word) by another value is named here (since
+        # 2026-12-07, fixer 58c: its run deadlocked or left a semaphore non-zero)
+        scr_wv = single & np.isin(lf_s, list(RING_LEAVES)) & wait & local \
+            & ((b_role == ROLE_RECV) | (b_role == ROLE_POST))
+        worded = np.zeros(n, bool)
+        idx_w = np.flatnonzero(wait)
+        if idx_w.size:
+            first_of = np.full(self.n_legs, -1, np.int64)
+            first_of[leg[idx_w[::-1]]] = idx_w[::-1]
+            worded[idx_w] = (first_of[leg[idx_w]] == idx_w) \
+                & (L["sb2sb_count"].astype(np.int64)[leg[idx_w]] > 0)
+        self.check(scr_wv & ~worded & (val != 1), lambda i: f"wait value should be 1, not "
+                   f"{val[i]}: a SINGLE_CYCLE_RING {LEAF_NAMES[int(lf_s[i])]} leg's waits are "
+                   f"by 1, what one increment adds to its {ROLE_NAMES[int(b_role[i])]} "
+                   f"(FORMATS §4, §7; legs.bin record {leg[i]})", "sem.bin", "value")
 
         def count(mask):
             return np.bincount(leg[mask], minlength=self.n_legs)
