@@ -2075,3 +2075,51 @@ def test_a_single_cycle_legs_wait_no_word_repeats_changed_is_named_in_sem_bin(
         f"what one increment adds to its {('recv_sema', '', 'post_sema')[role]} (FORMATS §4, "
         f"§7; legs.bin record {g})")
 
+
+@pytest.fixture(scope="module")
+def mesh2dev_out(tmp_path_factory) -> Path:
+    """A bf16 all-reduce over ranks 0, 1, 4, 5 of one trn2 node, LNC 2 (4 ranks a device:
+    0, 1 on device 0, 4, 5 on device 1), forced to MESH: rank 0 has one peer on its device
+    and two beyond it."""
+    from test_simulate import coll_spec, lower_spec
+    return lower_spec(coll_spec("all_reduce", "bf16", [0, 1, 4, 5], 8192, lnc=2),
+                      tmp_path_factory.mktemp("mesh2dev") / "o", algo="mesh",
+                      topology="trn2")
+
+
+@pytest.mark.parametrize("leaf, device, beyond", [
+    # the mesh_reduce (17): EVT_REDUCE_COPY (8) from rank 1, EVT_REDUCE_COPY_2 (9) from 4, 5
+    (17, (200, 1), (201, 2)),
+    # the handshake mesh_sync (20): EVT_LOCAL_HNDSHK (2) from rank 1, EVT_GLOBAL_HNDSHK (1)
+    # from the node's peers on the other device, 4 and 5
+    (20, (194, 1), (193, 2)),
+])
+def test_a_mesh_legs_two_event_waits_swapped_are_named_in_sem_bin(
+        mesh2dev_out, tmp_path, leaf, device, beyond):
+    """A MESH leg that waits two events waits the same-device one first, then the other
+    devices' (FORMATS §7's MESH rows; §4: the 0xBF word repeats the first, "the device's
+    event when there is one"). Rank 0's two waits (ids 192 + t, §7, by the peers that
+    send them, worked out above) swapped in sem.bin: the first is named at its addr (fixer
+    58c, the fifty-seventh "Left": until then the mesh_reduce's untouched word was named,
+    `wait_idx should be 201, not 200`, and the mesh_sync's swap, which has no word, passed
+    as a match)."""
+    out = _copy(mesh2dev_out, tmp_path)
+    sems = _sems(out, 0)
+    for g, leg in enumerate(_legs(out, 0)):
+        k = leg["sem_first"]
+        if leg["leaf"] == leaf and [s[0] & 0xFF for s in sems[k:k + 2]] == [20, 20]:
+            break
+    else:
+        raise AssertionError("no such leg")
+    for bd, (sid, value) in zip((k, k + 1), (device, beyond)):
+        assert sems[bd][1:] == (value, EVT_SEM + DEC_WINDOW + 4 * sid)
+    _swap_sems(out, 0, k, k + 1)
+    evt = {200: "EVT_REDUCE_COPY", 201: "EVT_REDUCE_COPY_2", 194: "EVT_LOCAL_HNDSHK",
+           193: "EVT_GLOBAL_HNDSHK"}
+    name = {17: "mesh_reduce", 20: "mesh_sync"}[leaf]
+    assert _error_line(out) == (
+        f"{out / 'rank-0000'}: field addr, rank 0, artifact sem.bin, record {k}: wait of "
+        f"semaphore {beyond[0]} ({evt[beyond[0]]}) first: a MESH {name} leg (legs.bin record "
+        f"{g}) waits the same-device event first, then the other devices' or nodes' (FORMATS "
+        f"§4, §7), and its next wait (sem.bin record {k + 1}) is on semaphore {device[0]} "
+        f"({evt[device[0]]})")

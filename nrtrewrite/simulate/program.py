@@ -17,7 +17,8 @@ from typing import NamedTuple
 import numpy as np
 
 from nrtrewrite.codes import (DTYPE_SIZE, ENC_MESH_MAX_NUM_EVENTS, DType, EncAlgMeshType,
-                              EncAlgType, EvtSemSubop, ReductionType, SdmaCceType)
+                              EncAlgType, EncMeshEventType, EvtSemSubop, ReductionType,
+                              SdmaCceType)
 from nrtrewrite.compose.events import EVENT_SEMA_SHIFT_OFFSET
 from nrtrewrite.compose.ir import MAX_SRC
 from nrtrewrite.compose.leaves import Leaf
@@ -110,6 +111,16 @@ CCE_VALID = 1 << 25
 SEM_PEER_BASE = 144  # compose.kangaring.KANGARING_SEM_BASE (not imported: it pulls the composer)
 SEM_EVENT_BASE = EVENT_SEMA_SHIFT_OFFSET
 EVENT_MASK = ENC_MESH_MAX_NUM_EVENTS - 1  # sema_mask: 0x3F (FORMATS §2, §7)
+#: a MESH or SINGLE_STEP_MESH leg's two waits (FORMATS §7): the same-device event
+#: (EVT_LOCAL_HNDSHK, EVT_INTRA_GRP_BRDCST, EVT_REDUCE_COPY), then the other devices' or
+#: nodes' (EVT_GLOBAL_HNDSHK, EVT_INTER_GRP_BRDCST, EVT_REDUCE_COPY_2, EVT_INTER_GRP_BRDCST_2)
+_EVT_DEVICE = frozenset(int(e) for e in (EncMeshEventType.EVT_LOCAL_HNDSHK,
+                                         EncMeshEventType.EVT_INTRA_GRP_BRDCST,
+                                         EncMeshEventType.EVT_REDUCE_COPY))
+_EVT_BEYOND = frozenset(int(e) for e in (EncMeshEventType.EVT_GLOBAL_HNDSHK,
+                                         EncMeshEventType.EVT_INTER_GRP_BRDCST,
+                                         EncMeshEventType.EVT_REDUCE_COPY_2,
+                                         EncMeshEventType.EVT_INTER_GRP_BRDCST_2))
 #: leaves that carry a half-chunk index (the ring leaves, as KANGARING uses them too)
 HALF_LEAVES = RING_LEAVES | {10}
 REDUCE_LEAVES = frozenset({2, 3, 4, 10, 17, 19})
@@ -180,6 +191,14 @@ def sem_name(sid: int) -> str:
         return f"semaphore {sid}"
     ch, role = divmod(sid - SEM_BASE, 4)
     return f"semaphore {sid} (channel {ch} {ROLE_NAMES[role]})"
+
+
+def _event_name(sid: int) -> str:
+    """``semaphore 201 (EVT_REDUCE_COPY_2)``: an event semaphore, 192 + t (FORMATS §7)."""
+    try:
+        return f"semaphore {sid} ({EncMeshEventType(sid - SEM_EVENT_BASE).name})"
+    except ValueError:
+        return f"semaphore {sid}"
 
 
 def _alg_name(code: int) -> str:
@@ -2750,6 +2769,24 @@ class RankDecoder:
                    f"{val[i]}: a SINGLE_CYCLE_RING {LEAF_NAMES[int(lf_s[i])]} leg's waits are "
                    f"by 1, what one increment adds to its {ROLE_NAMES[int(b_role[i])]} "
                    f"(FORMATS §4, §7; legs.bin record {leg[i]})", "sem.bin", "value")
+        # a MESH or SINGLE_STEP_MESH leg that waits two events waits the same-device one
+        # first, then the other devices' or nodes' (FORMATS §7's rows; §4: its 0xBF word
+        # repeats the first, "the device's event when there is one"): swapped, the word's
+        # wait_idx, untouched, was named, and a handshake mesh_sync's (no word) passed (since
+        # 2026-12-07, fixer 58c)
+        if n > 1:
+            mesh_w = np.isin(at_s, (int(EncAlgType.MESH), int(EncAlgType.SINGLE_STEP_MESH))) \
+                & np.isin(lf_s, list(EVENT_LEAVES)) & wait & local & event
+            n_mesh_w = np.bincount(leg[mesh_w], minlength=self.n_legs)[leg]
+            two = mesh_w & (n_mesh_w == 2)
+            evt = sid - SEM_EVENT_BASE
+            self.check((leg[1:] == leg[:-1]) & two[1:] & two[:-1]
+                       & np.isin(evt[:-1], list(_EVT_BEYOND)) & np.isin(evt[1:], list(_EVT_DEVICE)),
+                       lambda i: f"wait of {_event_name(int(sid[i]))} first: a "
+                       f"{_alg_name(int(at_s[i]))} {LEAF_NAMES[int(lf_s[i])]} leg (legs.bin "
+                       f"record {leg[i]}) waits the same-device event first, then the other "
+                       f"devices' or nodes' (FORMATS §4, §7), and its next wait (sem.bin record "
+                       f"{i + 1}) is on {_event_name(int(sid[i + 1]))}", "sem.bin", "addr")
 
         def count(mask):
             return np.bincount(leg[mask], minlength=self.n_legs)
