@@ -2123,3 +2123,28 @@ def test_a_mesh_legs_two_event_waits_swapped_are_named_in_sem_bin(
         f"{g}) waits the same-device event first, then the other devices' or nodes' (FORMATS "
         f"§4, §7), and its next wait (sem.bin record {k + 1}) is on semaphore {device[0]} "
         f"({evt[device[0]]})")
+
+
+@pytest.fixture(scope="module")
+def rdh_out(tmp_path_factory) -> Path:
+    """c7c8: 4 ranks, INTRA_RDH entries (``--algo rdh``)."""
+    return _lower(FIXTURES / "c7c8.neff", tmp_path_factory.mktemp("rdh") / "o", "rdh")
+
+
+@pytest.mark.parametrize("off", [8, 16, 100, 191])
+def test_an_rdh_legs_event_word_moved_off_the_events_is_named(rdh_out, tmp_path, off):
+    """The RDH twin of the mesh test above (the fifty-seventh "Left": the rule had a mesh
+    test only): rank 0's first rdh_reduce (19) consumes recursive-halving step 0's data, so
+    its 0xBF word waits EVT_RH_STEP_0, 192 + 23 = 215 (FORMATS §4's INTRA_RDH row, §7's
+    event window). Its wait_idx (offset 5) moved below the window (191 the id just under
+    it): an RDH leg's word only ever waits an event, so the word is named, with sem.bin's
+    event."""
+    out = _copy(rdh_out, tmp_path)
+    g, trig, bd, word, sid = _event_leg(out, 0, 19)
+    assert sid == 192 + 23
+    assert _sems(out, 0)[bd][2] == EVT_SEM + DEC_WINDOW + 4 * sid
+    _set(out, 0, "sb2sb.bin", word * WORD + 5, "<B", off)
+    assert _error_line(out) == (
+        f"{out / 'rank-0000'}: field wait_idx, rank 0, artifact sb2sb.bin, record {word}: "
+        f"wait_idx should be {sid}, not {off} (piece 0 of a rdh_reduce leg: the first piece "
+        f"carries the leg's (first) wait, the last its dma_compl_sema increment)")
