@@ -2148,3 +2148,78 @@ def test_an_rdh_legs_event_word_moved_off_the_events_is_named(rdh_out, tmp_path,
         f"{out / 'rank-0000'}: field wait_idx, rank 0, artifact sb2sb.bin, record {word}: "
         f"wait_idx should be {sid}, not {off} (piece 0 of a rdh_reduce leg: the first piece "
         f"carries the leg's (first) wait, the last its dma_compl_sema increment)")
+
+
+#: FORMATS §7's SINGLE_CYCLE_RING BD kinds, in its order, as the line words them
+_SCR_KIND = {"wr": "a wait recv_sema >= 1", "wp": "a wait post_sema >= 1",
+             "ic": "an increment of its own dma_compl_sema by 1",
+             "in": "an increment of the next's recv_sema or its own send_sema by 1",
+             "ip": "an increment of its post_sema of the pair's other channel by 1"}
+
+
+def _scr_bd_kinds(out: Path, r: int, leg: dict) -> list[str]:
+    """The kinds of a SINGLE_CYCLE_RING leg's BDs, by hand from sem.bin (FORMATS §7: subop
+    20 wait at the DEC window, 21 inc at the INC window; §10: rank r's window at r << 30;
+    ids 16 + 4c + role, role 0 recv_sema, 1 send_sema, 2 post_sema, 3 dma_compl_sema)."""
+    out_kinds = []
+    for ctrl, value, addr in _sems(out, r)[leg["sem_first"]:leg["sem_first"] + leg["sem_count"]]:
+        assert value == 1
+        rank, off = addr - EVT_SEM >> 30, (addr - EVT_SEM) & ((1 << 30) - 1)
+        wait = ctrl & 0xFF == 20
+        sid = (off - (DEC_WINDOW if wait else INC_WINDOW)) // 4
+        role = (sid - 16) % 4
+        if wait:
+            assert rank == r and sid - role == 16 + 4 * leg["channel"]
+            out_kinds.append({0: "wr", 2: "wp"}[role])
+        elif rank != r:
+            assert role == 0
+            out_kinds.append("in")
+        else:
+            out_kinds.append({3: "ic", 1: "in", 2: "ip"}[role])
+    return out_kinds
+
+
+@pytest.mark.parametrize("leaf, kinds, a, b", [
+    # the root's CW recv_reduce_copy_send: waits recv_sema, post_sema; +dma_compl, +next's
+    # recv_sema, +post_sema of the CCW channel (DESIGN "Single-cycle ring")
+    (4, ["wr", "wp", "ic", "in", "ip"], 0, 3),
+    (4, ["wr", "wp", "ic", "in", "ip"], 0, 1),
+    (4, ["wr", "wp", "ic", "in", "ip"], 1, 0),
+    (4, ["wr", "wp", "ic", "in", "ip"], 2, 3),
+    (4, ["wr", "wp", "ic", "in", "ip"], 3, 2),
+    (4, ["wr", "wp", "ic", "in", "ip"], 4, 2),
+    # a direct_recv off the root: waits recv_sema, +dma_compl
+    (7, ["wr", "ic"], 0, 1),
+    (7, ["wr", "ic"], 1, 0),
+    # the root's CCW direct_copy_send: waits post_sema, +dma_compl, +next's recv_sema
+    (5, ["wp", "ic", "in"], 0, 1),
+    (5, ["wp", "ic", "in"], 2, 1),
+])
+def test_a_single_cycle_bd_overwritten_by_a_copy_of_another_of_its_legs_is_named(
+        scr_out, tmp_path, leaf, kinds, a, b):
+    """A SINGLE_CYCLE_RING leg's BD a overwritten by a copy of its BD b (sem_count
+    unchanged): the leg has b's kind twice and lacks a's; FORMATS §7's order (waits,
+    recv_sema then post_sema; +dma_compl_sema; +the next's recv_sema; +its post_sema) puts
+    a's kind at a only, so sem.bin record a is named at addr, with the kind it lacks, as a
+    RING leg's is (fixer 58c, the fifty-seventh "Left": until then legs.bin sem_count, the
+    0xBF word's wait_mode / wait_idx or a BD after it was named)."""
+    out = _copy(scr_out, tmp_path)
+    for r in range(4):
+        found = [(i, g) for i, g in enumerate(_legs(out, r)) if g["leaf"] == leaf
+                 and _get(out, r, "spad.bin", g["spad_index"] * SPAD + 1, "<B") & 0xF == ALG_SCR
+                 and g["sem_count"] == len(kinds)]
+        if found:
+            break
+    i, g = found[0]
+    assert _scr_bd_kinds(out, r, g) == kinds
+    k = g["sem_first"]
+    p = _file(out, r, "sem.bin")
+    data = bytearray(p.read_bytes())
+    data[(k + a) * BD:(k + a + 1) * BD] = data[(k + b) * BD:(k + b + 1) * BD]
+    p.write_bytes(bytes(data))
+    name = {4: "recv_reduce_copy_send", 7: "direct_recv", 5: "direct_copy_send"}[leaf]
+    assert _error_line(out) == (
+        f"{out / f'rank-{r:04d}'}: field addr, rank {r}, artifact sem.bin, record {k + a}: a "
+        f"copy of sem.bin record {k + b} ({_SCR_KIND[kinds[b]]}): a SINGLE_CYCLE_RING {name} "
+        f"leg (legs.bin record {i}) has each of its BDs once, in FORMATS §7's order, and lacks "
+        f"{_SCR_KIND[kinds[a]]} here")

@@ -2630,6 +2630,80 @@ class RankDecoder:
         return out
 
     # ------------------------------------------------------------------ protocol (FORMATS §7)
+    #: a SINGLE_CYCLE_RING ring leaf's semaphore BD kinds in FORMATS §7's order (waits,
+    #: recv_sema then post_sema; the dma_compl_sema increment; the channel's next's
+    #: recv_sema or its own send_sema; its own post_sema of the pair's other channel), and
+    #: the leaves that have each (docs/DESIGN.md "Single-cycle ring": the root's CW combine
+    #: waits both and posts, its CCW direct_copy_send waits post_sema, its CCW direct_recv
+    #: and a two-rank root's recv_reduce_copy post)
+    _SCR_KINDS = (("a wait recv_sema >= 1", frozenset(CONSUMING)),
+                  ("a wait post_sema >= 1", frozenset({4, 5})),
+                  ("an increment of its own dma_compl_sema by 1", frozenset(RING_LEAVES)),
+                  ("an increment of the next's recv_sema or its own send_sema by 1",
+                   frozenset(SENDING)),
+                  ("an increment of its post_sema of the pair's other channel by 1",
+                   frozenset({3, 4, 7})))
+    #: the leaves that always have each kind (a direct_recv posts only at the root, CCW)
+    _SCR_REQUIRED = (frozenset(CONSUMING), frozenset({4, 5}), frozenset(RING_LEAVES),
+                     frozenset(SENDING), frozenset({3, 4}))
+
+    def _check_single_cycle_copies(self, leg, scr, wait, local, b_role, val) -> None:
+        """A SINGLE_CYCLE_RING ring leaf's BD overwritten by a copy of another of its leg's
+        BDs (its sem_count unchanged; the emitter writes no BD twice in a leg): of the two
+        equal BDs, the one standing where FORMATS §7's order puts a kind the leg lacks is
+        named, at its addr, with that kind, where only one of the two places fits one
+        (since 2026-12-07, fixer 58c: legs.bin sem_count, the 0xBF word or a BD after it
+        was named; RING legs named the BD). A leg with a third wait is left to that check."""
+        subop, _role, trank, sid, _val = self.sem
+        n = leg.size
+        if n < 2 or not scr.any():
+            return
+        kind = np.full(n, -1, np.int64)
+        kind[wait & local & (b_role == ROLE_RECV)] = 0
+        kind[wait & local & (b_role == ROLE_POST)] = 1
+        kind[~wait & local & (b_role == ROLE_COMPL)] = 2
+        kind[(~wait & ~local & (b_role == ROLE_RECV)) | (~wait & local & (b_role == ROLE_SEND))] = 3
+        kind[~wait & local & (b_role == ROLE_POST)] = 4
+        same = np.zeros(n, bool)
+        for d in range(1, 5):  # a BD equal to one up to 4 places before it in its leg
+            same[d:] |= ((leg[d:] == leg[:-d]) & (subop[d:] == subop[:-d])
+                         & (trank[d:] == trank[:-d]) & (sid[d:] == sid[:-d])
+                         & (val[d:] == val[:-d]))
+        for g in np.unique(leg[same & scr]).tolist():
+            idx = np.flatnonzero(leg == g)
+            seq = kind[idx]
+            if (seq < 0).any() or int((wait[idx] & local[idx]).sum()) > 2:
+                continue
+            lf = int(self.leaf[g])
+            fits = []
+            for pos in range(idx.size):
+                twins = [q for q in range(idx.size) if q != pos and
+                         (subop[idx[q]], trank[idx[q]], sid[idx[q]], val[idx[q]])
+                         == (subop[idx[pos]], trank[idx[pos]], sid[idx[pos]], val[idx[pos]])]
+                if not twins:
+                    continue
+                lo = seq[pos - 1] if pos else -1
+                hi = seq[pos + 1] if pos + 1 < idx.size else len(self._SCR_KINDS)
+                rest = set(np.delete(seq, pos).tolist())
+                miss = [k for k in range(lo + 1, hi) if k not in rest
+                        and lf in self._SCR_KINDS[k][1]]
+                if miss:
+                    fits.append((pos, twins[0], miss))
+            # where both places fit a kind, the one a kind the leaf always has fits
+            must = [(pos, twin, [k for k in miss if lf in self._SCR_REQUIRED[k]])
+                    for pos, twin, miss in fits]
+            must = [f for f in must if f[2]]
+            if len(must) == 1 and len(must[0][2]) == 1:
+                fits = must
+            if len(fits) != 1 or len(fits[0][2]) != 1:
+                continue
+            pos, twin, (k,) = fits[0]
+            raise self.fail(
+                f"a copy of sem.bin record {int(idx[twin])} ({self._SCR_KINDS[seq[pos]][0]}): "
+                f"a SINGLE_CYCLE_RING {LEAF_NAMES[lf]} leg (legs.bin record {g}) has each of "
+                f"its BDs once, in FORMATS §7's order, and lacks {self._SCR_KINDS[k][0]} here",
+                "sem.bin", int(idx[pos]), "addr")
+
     def check_protocol(self) -> None:
         """FORMATS §7 over sem.bin, vectorised: every leg but mark_end increments its own
         dma_compl_sema by 1 once; mark_end only waits for the other legs; ring leaves wait and
@@ -2723,6 +2797,8 @@ class RankDecoder:
                    f"{nch[i]} channels, so it releases {nch[i] - 1} (FORMATS §3.4)",
                    "sem.bin", "value")
         if n > 1:
+            self._check_single_cycle_copies(leg, single & np.isin(lf_s, list(RING_LEAVES)),
+                                            wait, local, b_role, val)
             self.check((leg[1:] == leg[:-1]) & wait[1:] & ~wait[:-1], "a wait after an "
                        "increment (FORMATS §7: the wait first, then the increments)", "sem.bin",
                        "ctrl.subop", base=1)
