@@ -2653,7 +2653,9 @@ class RankDecoder:
         equal BDs, the one standing where FORMATS §7's order puts a kind the leg lacks is
         named, at its addr, with that kind, where only one of the two places fits one
         (since 2026-12-07, fixer 58c: legs.bin sem_count, the 0xBF word or a BD after it
-        was named; RING legs named the BD). A leg with a third wait is left to that check."""
+        was named; RING legs named the BD). A leg with a third wait is left to that check,
+        and a dma_compl_sema increment gained or lost where the rank still has one a leg (a
+        BD moved between two legs) to the counts' check."""
         subop, _role, trank, sid, _val = self.sem
         n = leg.size
         if n < 2 or not scr.any():
@@ -2664,6 +2666,7 @@ class RankDecoder:
         kind[~wait & local & (b_role == ROLE_COMPL)] = 2
         kind[(~wait & ~local & (b_role == ROLE_RECV)) | (~wait & local & (b_role == ROLE_SEND))] = 3
         kind[~wait & local & (b_role == ROLE_POST)] = 4
+        moved = int((kind == 2).sum()) == int((self.leaf != MARK_END).sum())
         same = np.zeros(n, bool)
         for d in range(1, 5):  # a BD equal to one up to 4 places before it in its leg
             same[d:] |= ((leg[d:] == leg[:-d]) & (subop[d:] == subop[:-d])
@@ -2698,6 +2701,10 @@ class RankDecoder:
             if len(fits) != 1 or len(fits[0][2]) != 1:
                 continue
             pos, twin, (k,) = fits[0]
+            if 2 in (k, int(seq[pos])) and moved:
+                # as many dma_compl_sema increments on the rank as its legs have: a BD moved
+                # between two legs, which the counts below name (not a copy within the leg)
+                continue
             raise self.fail(
                 f"a copy of sem.bin record {int(idx[twin])} ({self._SCR_KINDS[seq[pos]][0]}): "
                 f"a SINGLE_CYCLE_RING {LEAF_NAMES[lf]} leg (legs.bin record {g}) has each of "
