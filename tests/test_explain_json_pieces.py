@@ -199,6 +199,69 @@ def test_explain_json_goes_on_in_memory_where_no_temporary_file_can_be_written(m
     assert len(files) == 1 and len(files[0].data) == 5000 and files[0].closed
 
 
+def test_a_full_disk_after_a_short_read_back_still_gives_the_whole_document(monkeypatch):
+    """Review 58m: the texts written before a full disk were read back with one ``read``,
+    one read(2) of an unbuffered file, which may return fewer bytes (Linux: at most
+    0x7ffff000 a call, so a spool past 2 GiB): the rest was dropped, a cut document with
+    exit 0.  A file whose reads give at most 1,000 bytes and whose disk is full after
+    5,000: the document is whole, ``json.dumps(doc, indent=2)``."""
+    import errno
+    import io
+    import tempfile
+
+    import nrtrewrite.cli.explain as ex
+    res = cli("explain", "--json", FIX / "mix8.neff")
+    assert res.exit_code == 0, res.output
+    whole = json.dumps(json.loads(res.stdout), indent=2) + "\n"
+
+    class ShortReads(io.RawIOBase):
+        def __init__(self):
+            self.data, self.pos = bytearray(), 0
+
+        def writable(self):
+            return True
+
+        def readable(self):
+            return True
+
+        def seekable(self):
+            return True
+
+        def write(self, b):
+            room = 5000 - len(self.data)
+            if room <= 0:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            self.data += bytes(b)[:room]
+            return min(room, len(b))
+
+        def seek(self, pos, whence=0):
+            self.pos = pos
+            return pos
+
+        def readinto(self, b):
+            n = min(len(b), 1000, len(self.data) - self.pos)
+            b[:n] = self.data[self.pos:self.pos + n]
+            self.pos += n
+            return n
+
+        def read(self, n=-1):
+            n = min(1000, len(self.data) - self.pos) if n < 0 else min(n, 1000)
+            out = bytes(self.data[self.pos:self.pos + n])
+            self.pos += len(out)
+            return out
+
+    files = []
+
+    def temporary_file(*a, **kw):
+        files.append(ShortReads())
+        return files[-1]
+    monkeypatch.setattr(ex, "SPOOL_IN_MEMORY", 1)
+    monkeypatch.setattr(tempfile, "TemporaryFile", temporary_file)
+    res = cli("explain", "--json", FIX / "mix8.neff")
+    assert (res.exit_code, res.stdout) == (0, whole)
+    assert len(files) == 1 and len(files[0].data) == 5000 and files[0].closed
+
+
 @pytest.mark.parametrize("k", [1, 3])
 def test_an_error_after_records_went_to_the_temporary_file_is_the_error_document_alone(
         k, monkeypatch):

@@ -945,7 +945,7 @@ class _RecordSpool:
         self.encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
         self.errors = getattr(sys.stdout, "errors", None) or "strict"
         self.count = 0
-        self.parts: list[bytes] = []  # (held in memory)
+        self.parts: list[bytes | bytearray] = []  # (held in memory)
         self.held = 0
         self.file = None  # (the temporary file, unbuffered, and the bytes in it)
         self.on_disk = 0
@@ -995,17 +995,30 @@ class _RecordSpool:
                 self.held = sum(map(len, self.parts))
                 return
 
-    def _back_to_memory(self, rest: bytes) -> bytes:
+    def _back_to_memory(self, rest: bytes) -> bytearray:
         """The file's bytes read back, then ``rest`` (what could not be written), as one
-        part held in memory; the file closed."""
+        part held in memory; the file closed.  Read until every byte written is back: one
+        ``read`` of an unbuffered file is one read(2), which may return fewer (Linux gives
+        at most 0x7ffff000 bytes a call); a file that ends early is an ``OSError``, never a
+        cut document."""
         fh, self.file = self.file, None
+        whole = bytearray(self.on_disk + len(rest))
+        view = memoryview(whole)
         try:
             fh.seek(0)
-            head = fh.read(self.on_disk)
+            got = 0
+            while got < self.on_disk:
+                n = fh.readinto(view[got:self.on_disk])
+                if not n:
+                    raise OSError(f"the temporary file of explain --json's records gave back "
+                                  f"{got} of the {self.on_disk} bytes written to it")
+                got += n
         finally:
+            view.release()
             fh.close()
+        whole[self.on_disk:] = rest
         self.on_disk = 0
-        return head + rest
+        return whole
 
     def write_to(self, out) -> None:
         """Everything held written through the :class:`nrtrewrite.cli.WholeWriter` ``out``:
