@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from nrtrewrite import jsonin
-from nrtrewrite.codes import EncAlgType, EncdNeigh, EvtSemSubop, NetAddrMark, SdmaCceType, enum_name
+from nrtrewrite.codes import (DType, EncAlgMeshType, EncAlgType, EncdNeigh, EvtSemSubop, NetAddrMark,
+                              SdmaCceType, enum_name)
 from nrtrewrite.compose.leaves import leaf_name
 from nrtrewrite.emit import formats as F
 from nrtrewrite.errors import OutputError, did_you_mean, escape_controls, escape_path
@@ -209,6 +210,9 @@ def _bit_fields(name: str, d: dict, w: dict, names, choose) -> None:
                  ring_send_complete=(flags >> 2) & 1)
     elif name == "tpinc.bin":
         d["last_sync"] = w["flags"] & F.TPINC_LAST_SYNC
+    elif name == "sb2sb.bin":
+        d.update(in_dtype_name=names(_dtype_name, w["in_dtype"]),
+                 out_dtype_name=names(_dtype_name, w["out_dtype"]))
     elif name == "legs.bin":
         d["leaf_name"] = names(leaf_name, w["leaf"])
         d["neigh_name"] = names(lambda c: enum_name(EncdNeigh, c), w["neigh"])
@@ -224,8 +228,11 @@ def _bit_fields(name: str, d: dict, w: dict, names, choose) -> None:
         w0, w1, w2, w3 = w["w0"], w["w1"], w["w2"], w["w3"]
         d.update(meta=(w0 >> 23) & 1, meta_idx=(w0 >> 24) & 0x1F, op=w1 & 7,
                  op_name=names(lambda c: enum_name(SdmaCceType, c), w1 & 7),
-                 last=(w1 >> 7) & 1, in_dtype=(w1 >> 8) & 0xF, out_dtype=(w1 >> 12) & 0xF,
-                 acc_dtype=(w1 >> 16) & 0xF, valid=(w1 >> 25) & 1, length=w2 & 0xFFFFFF,
+                 last=(w1 >> 7) & 1, in_dtype=(w1 >> 8) & 0xF,
+                 in_dtype_name=names(_dtype_name, (w1 >> 8) & 0xF), out_dtype=(w1 >> 12) & 0xF,
+                 out_dtype_name=names(_dtype_name, (w1 >> 12) & 0xF),
+                 acc_dtype=(w1 >> 16) & 0xF, acc_dtype_name=names(_dtype_name, (w1 >> 16) & 0xF),
+                 valid=(w1 >> 25) & 1, length=w2 & 0xFFFFFF,
                  num_sources=w3 & 0x3F, reduction_type=(w3 >> 8) & 3)
     elif name == "sem.bin":
         c = w["ctrl"]
@@ -237,16 +244,33 @@ def _bit_fields(name: str, d: dict, w: dict, names, choose) -> None:
         d["mark_name"] = names(lambda c: enum_name(NetAddrMark, c), w["mark"])
 
 
+def _dtype_name(code: int) -> str:
+    """The ``DType`` name of a dtype code (REFERENCES.md "Codes": ``BF16`` 6, ``FP32R``
+    0xB, ...), ``0x..`` for a code it has none for (0)."""
+    return enum_name(DType, code)
+
+
+def _mesh_type_name(code: int) -> str:
+    """The ``enc_alg_mesh_type`` name of a mesh entry's ``algo_sub_type`` (FORMATS.md §2:
+    ``FULL_MESH`` 0 .. ``MESH_INVALID`` 4), ``0x..`` for 5 - 7."""
+    return enum_name(EncAlgMeshType, code)
+
+
 def decode_record(name: str, rec: np.void) -> dict:
     """Raw fields plus the bit fields of docs/FORMATS.md, named.  A spad.bin entry's bytes
     4..7 are named by its ``algo_type``: ``channel_list`` (ring family), or
-    ``sema_shift_offset`` and ``sema_mask`` (:data:`SPAD_OVERLAY_ALGOS`), never both."""
+    ``sema_shift_offset`` and ``sema_mask`` (:data:`SPAD_OVERLAY_ALGOS`), never both; a
+    mesh-family entry (the overlay's) also names its ``algo_sub_type``,
+    ``algo_sub_type_name`` (the ``enc_alg_mesh_type``), a ring-family one has no such key
+    (its sub-type is no mesh type: 0, FORMATS.md §2)."""
     d = record_fields(rec)
     _bit_fields(name, d, dict(d), lambda enum_of, code: enum_of(code),
                 lambda cond, a, b: a if cond else b)
     if name == "spad.bin" and d["algo_type"] in SPAD_OVERLAY_ALGOS:
         word = d["channel_list"]
         d = _in_place_of(d, "channel_list", sema_shift_offset=word & 0xFFFF, sema_mask=word >> 16)
+        d = _in_place_of(d, "algo_sub_type", algo_sub_type=d["algo_sub_type"],
+                         algo_sub_type_name=_mesh_type_name(d["algo_sub_type"]))
     return d
 
 
@@ -303,6 +327,8 @@ def decode_columns(name: str, arr: np.ndarray) -> list[tuple[np.ndarray | None, 
     word = w["channel_list"][overlay]
     mesh = _in_place_of({k: v[overlay] for k, v in d.items()}, "channel_list",
                         sema_shift_offset=word & 0xFFFF, sema_mask=word >> 16)
+    mesh = _in_place_of(mesh, "algo_sub_type", algo_sub_type=mesh["algo_sub_type"],
+                        algo_sub_type_name=_names(_mesh_type_name, mesh["algo_sub_type"]))
     return [(np.flatnonzero(~overlay), ring), (np.flatnonzero(overlay), mesh)]
 
 

@@ -107,6 +107,21 @@ def test_cce_bit_fields():
     assert [_pick(d, CCE_WANT[0]) for d in got] == CCE_WANT
 
 
+def test_cce_dtypes_are_named_after_their_codes():
+    """docs/CLI.md dump: each dtype nibble is followed by its name, ``in_dtype_name`` ...,
+    the ``DType`` names REFERENCES.md "Codes" gives (UINT64=1, BF16=6, FP32=0xA, FP32R=0xB;
+    FP8_E4=0xE, FP16=7): a researcher read ``in_dtype 6`` and had to look up BF16."""
+    names = ["in_dtype", "in_dtype_name", "out_dtype", "out_dtype_name", "acc_dtype",
+             "acc_dtype_name"]
+    # w1 0x020b7e00: ADD, in 0xE, out 7, acc 0xB, valid; a third record beside CCE's two
+    fp8 = "00008000" "007e0b02" "00080000" "02000000"
+    got = [{k: d[k] for k in names} for d in _decoded("cce.bin", *CCE, fp8)]
+    assert got == [
+        dict(zip(names, [0xA, "FP32", 6, "BF16", 0xB, "FP32R"])),
+        dict(zip(names, [1, "UINT64", 1, "UINT64", 0xB, "FP32R"])),
+        dict(zip(names, [0xE, "FP8_E4", 7, "FP16", 0xB, "FP32R"]))]
+
+
 # FORMATS §7: ctrl subop [7:0], role [15:8], remote [16], gen [25:24]; value u32; addr u64.
 SEM = [
     # ctrl 0x0101ff14: wait_ge_and_dec (20), role 0xFF, remote, gen 1; value 7
@@ -181,11 +196,11 @@ def test_dump_tables_show_the_documented_columns(rank_dir):
     assert _table(rank_dir / "dma.bin") == [
         ["0", "S2M", "19", "4", "4660", "1", "0", "0", "2", "0x1100220000"],
         ["1", "M2S", "0", "2", "65536", "0", "1", "0", "3", "0x1000"]]
-    # meta, meta_idx, op_name, last, in/out/acc dtype, valid, length, num_sources,
-    # reduction_type
+    # meta, meta_idx, op_name, last, in/out/acc dtype names, valid, length, num_sources,
+    # reduction_type; REFERENCES.md "Codes": UINT64=1, BF16=6, FP32=0xA, FP32R=0xB
     assert _table(rank_dir / "cce.bin") == [
-        ["0", "1", "19", "MIN", "1", "10", "6", "11", "1", "2048", "5", "2"],
-        ["1", "1", "0", "MAX", "0", "1", "1", "11", "1", "16777215", "3", "1"]]
+        ["0", "1", "19", "MIN", "1", "FP32", "BF16", "FP32R", "1", "2048", "5", "2"],
+        ["1", "1", "0", "MAX", "0", "UINT64", "UINT64", "FP32R", "1", "16777215", "3", "1"]]
     # subop_name, role, remote, gen, value, addr
     assert _table(rank_dir / "sem.bin") == [
         ["0", "WAIT_GE_AND_DEC", "255", "1", "1", "7", "0x100000000"],
@@ -225,11 +240,21 @@ def test_spad_bytes_4_to_7_keep_their_place_among_the_stored_fields(tmp_path):
             "ring_wait_complete", "ring_send_complete"]
     r, m = _decoded("spad.bin", ring, mesh)
     assert list(r) == stored + ["channel_list"] + bits
-    assert list(m) == stored + ["sema_shift_offset", "sema_mask"] + bits
+    # a mesh entry names its sub-type (enc_alg_mesh_type) after it; a ring entry has none
+    mesh_bits = bits[:4] + ["algo_sub_type_name"] + bits[4:]
+    assert list(m) == stored + ["sema_shift_offset", "sema_mask"] + mesh_bits
     assert (m["sema_shift_offset"], m["sema_mask"], r["channel_list"]) == (192, 0x3F, 3)
+    # FORMATS §2: MESH_TRN2 = 2
+    assert (m["algo_sub_type"], m["algo_sub_type_name"]) == (2, "MESH_TRN2")
     path = tmp_path / "spad.bin"
     path.write_bytes(bytes.fromhex(ring + mesh + ring))
     res = CliRunner().invoke(main, ["dump", str(path), "--json"])
     assert res.exit_code == 0, res.output
     recs = json.loads(res.stdout)["ranks"][0]["files"]["spad.bin"]
     assert [list(x) for x in recs] == [list(r), list(m), list(r)]
+    # the table: cc_op, algo_type_name, algo_sub_type, algo_sub_type_name (a ring entry's
+    # '-'), trigger_next, reporter, the two completes, channel_list, the overlay
+    assert _table(path) == [
+        ["0", "1", "RING", "0", "-", "0", "1", "1", "0", "0x3", "-", "-"],
+        ["1", "1", "MESH", "2", "MESH_TRN2", "0", "1", "1", "0", "-", "192", "63"],
+        ["2", "1", "RING", "0", "-", "0", "1", "1", "0", "0x3", "-", "-"]]
