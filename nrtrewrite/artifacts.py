@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from nrtrewrite import jsonin
-from nrtrewrite.codes import (DType, EncAlgMeshType, EncAlgType, EncdNeigh, EvtSemSubop, NetAddrMark,
-                              SdmaCceType, enum_name)
+from nrtrewrite.codes import (DType, EncAlgMeshType, EncAlgType, EncdNeigh, EvtSemSubop,
+                              NetAddrMark, SdmaCceType, enum_name)
 from nrtrewrite.compose.leaves import leaf_name
 from nrtrewrite.emit import formats as F
 from nrtrewrite.errors import OutputError, did_you_mean, escape_controls, escape_path
