@@ -735,8 +735,31 @@ def test_an_rdh_step_table_shows_half_open_ranges():
     are half-open, as schedule shows them (a schedule tester)."""
     text = run("explain", "--op", "allreduce", "--bytes", "2000", "--ranks", "3", "--algo",
                "intra_rdh", "--rank", "0").output
-    assert "│ [0, 500)  │ [500, 1000)" in text and "[0, 500]" not in text
+    assert "│ [0, 500)    │ [500, 1000)" in text and "[0, 500]" not in text
 
+
+
+def test_an_rdh_step_table_names_each_range_by_its_json_key():
+    """explain --rank's RDH steps: one column per range a step has in --json, ``keep``,
+    ``send``, ``receive`` (docs/CLI.md ``rdh.rank.steps``), each empty where the step has
+    none.  The columns were ``keep/send`` and ``send/receive``, keep | send on a halving
+    row, send | receive on a doubling one, and an unfold's send stood under ``keep/send``
+    (review 58i).  3 ranks, 1000 bf16 elements: core ranks 0 and 2, rank 1 folded into 0
+    (DESIGN "Mesh and RDH"); rank 0 receives rank 1's input, halves with 2 (keeps the
+    lower half), doubles with 2 (sends its half, receives the other), sends the result
+    back to 1."""
+    text = run("explain", "--op", "allreduce", "--bytes", "2000", "--ranks", "3", "--algo",
+               "intra_rdh", "--rank", "0").output
+    lines = text.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("stage "))
+    cells = lambda line: [c.strip() for c in line.replace("┃", "│").split("│")]  # noqa: E731
+    assert cells(lines[head]) == ["stage", "event", "partner", "keep", "send", "receive"]
+    rows = [cells(line) for line in lines[head + 2:head + 6]]
+    assert [[r[0], r[2], *r[3:]] for r in rows] == [
+        ["fold", "1", "", "", "[0, 1000)"],
+        ["rh0", "2", "[0, 500)", "[500, 1000)", ""],
+        ["rd0", "2", "", "[0, 500)", "[500, 1000)"],
+        ["unfold", "1", "", "[0, 1000)", ""]]
 
 # -- model-wide limits: explain says what lower refuses the whole model for ------------------
 

@@ -812,17 +812,18 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
                     for g in m["device_groups"]), highlight=False)
             if "rank" in m and "steps" in m["rank"]:
                 st = Table(show_edge=False, pad_edge=False)
-                for col in ("stage", "event", "partner", "keep/send", "send/receive"):
+                # one column per key of a step (--json's), empty where the step has none:
+                # halving keep and send, doubling send and receive, fold / unfold one of
+                # send and receive (a "keep/send" column read send as keep on unfold)
+                for col in ("stage", "event", "partner", "keep", "send", "receive"):
                     st.add_column(col)
                 def span(r) -> str:  # an element range [start, stop), as schedule shows it
                     return f"[{r[0]}, {r[1]})" if isinstance(r, list) and len(r) == 2 else \
                         str(r or "")
 
                 for s in m["rank"]["steps"]:
-                    a = s.get("keep") or s.get("send")
-                    b = s.get("send") if "keep" in s else s.get("receive")
-                    st.add_row(s["stage"], s.get("event", ""), str(s["partner"]), span(a),
-                               span(b))
+                    st.add_row(s["stage"], s.get("event", ""), str(s["partner"]),
+                               *(span(s.get(k)) for k in ("keep", "send", "receive")))
                 print_plain(console, st)
             elif "rank" in m:
                 r = m["rank"]
