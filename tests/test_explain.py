@@ -738,6 +738,9 @@ def test_an_rdh_step_table_shows_half_open_ranges():
     assert "│ [0, 500)    │ [500, 1000)" in text and "[0, 500]" not in text
 
 
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.replace("┃", "│").split("│")]
+
 
 def test_an_rdh_step_table_names_each_range_by_its_json_key():
     """explain --rank's RDH steps: one column per range a step has in --json, ``keep``,
@@ -752,14 +755,14 @@ def test_an_rdh_step_table_names_each_range_by_its_json_key():
                "intra_rdh", "--rank", "0").output
     lines = text.splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("stage "))
-    cells = lambda line: [c.strip() for c in line.replace("┃", "│").split("│")]  # noqa: E731
-    assert cells(lines[head]) == ["stage", "event", "partner", "keep", "send", "receive"]
-    rows = [cells(line) for line in lines[head + 2:head + 6]]
+    assert _cells(lines[head]) == ["stage", "event", "partner", "keep", "send", "receive"]
+    rows = [_cells(line) for line in lines[head + 2:head + 6]]
     assert [[r[0], r[2], *r[3:]] for r in rows] == [
         ["fold", "1", "", "", "[0, 1000)"],
         ["rh0", "2", "[0, 500)", "[500, 1000)", ""],
         ["rd0", "2", "", "[0, 500)", "[500, 1000)"],
         ["unfold", "1", "", "[0, 1000)", ""]]
+
 
 # -- model-wide limits: explain says what lower refuses the whole model for ------------------
 
