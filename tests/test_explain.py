@@ -2518,3 +2518,35 @@ def test_schedule_trigger_refuses_only_the_shown_triggers_legs_over_tpinc_max_bd
     assert _scheduled_or_refused(path, *extra) == (status, line)
     assert _scheduled_or_refused(path, *extra, "--trigger", "1") == (status, line)
     assert _scheduled_or_refused(path, *extra, "--trigger", "0") == (0, None)
+
+
+def test_a_kangaring_secondarys_prev_and_next_are_its_primary_in_both_tables():
+    """docs/TOPOLOGY.md §4: "A secondary's prev and next are its unit's primary".  The
+    role table of ``explain --rank`` showed ``-`` for them while the kangaring paths table
+    (the rank's enc_kangaring view) showed the primary (review 58i).  node64's trigger 2,
+    rank 9: a secondary on channels 1 and 3, in unit ``11 9`` (primary 11); the two tables
+    agree on every channel."""
+    text = run("explain", str(FIXTURES / "node64.neff"), "--trigger", "2", "--rank",
+               "9").output
+    lines = text.splitlines()
+
+    def table(head: str) -> dict[str, dict[str, str]]:
+        i = next(i for i, line in enumerate(lines) if line.startswith(head))
+        cols = _cells(lines[i])
+        rows = {}
+        for line in lines[i + 2:]:
+            if "│" not in line:
+                break
+            row = dict(zip(cols, _cells(line)))
+            rows[row["ch"]] = row
+        return rows
+
+    roles = table("ch ┃ role")
+    paths = table("ch ┃ primary")
+    secondary = [ch for ch, r in roles.items() if r["role"] == "secondary"]
+    assert secondary == ["1", "3"]
+    for ch in secondary:
+        unit = roles[ch]["unit"].split()
+        assert unit[1] == "9" and (roles[ch]["prev"], roles[ch]["next"]) == (unit[0], unit[0])
+    assert {ch: (r["prev"], r["next"]) for ch, r in roles.items()} == \
+        {ch: (r["prev"], r["next"]) for ch, r in paths.items()}

@@ -769,9 +769,11 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
             for col in ("ch", "role", "prev", "next", "primary", "unit", "dup"):
                 rt.add_column(col, overflow="fold")
             for r in ch["rings"]:
+                # a secondary's prev and next are its unit's primary (docs/TOPOLOGY.md §4,
+                # its enc_kangaring view, as the kangaring paths table shows it)
                 prim = r["role"] == "primary"
-                rt.add_row(str(r["channel"]), r["role"], str(r["prev"]) if prim else "-",
-                           str(r["next"]) if prim else "-",
+                rt.add_row(str(r["channel"]), r["role"], str(r["prev"] if prim else r["primary"]),
+                           str(r["next"] if prim else r["primary"]),
                            str(r["unit"][0]), " ".join(map(str, r["unit"])),
                            "dup" if r["duplicate"] else "")
         elif "rank" in rec:
