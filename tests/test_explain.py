@@ -2550,3 +2550,28 @@ def test_a_kangaring_secondarys_prev_and_next_are_its_primary_in_both_tables():
         assert unit[1] == "9" and (roles[ch]["prev"], roles[ch]["next"]) == (unit[0], unit[0])
     assert {ch: (r["prev"], r["next"]) for ch, r in roles.items()} == \
         {ch: (r["prev"], r["next"]) for ch, r in paths.items()}
+
+
+@pytest.mark.parametrize("rank", [None, "64"])
+def test_a_single_cycle_ring_table_says_which_channel_runs_cw_and_which_ccw(rank):
+    """docs/FORMATS.md §1.1 ``single_cycle.pairs``: pair k is [CW channel, CCW channel] =
+    channels 2k and 2k + 1, the CCW ring the CW one backward (from the group's smallest
+    rank).  The text's ring table said neither (``--json`` has ``direction``; review 58i):
+    it has a ``direction`` column now, for SINGLE_CYCLE_RING only.  Group 0, 64, 128 on
+    trn2:nodes=3 (LNC 2): CW 0 -> 64 -> 128, so rank 64's CW prev is 0 and next 128, its
+    CCW ones the other way."""
+    args = ["explain", "--op", "allreduce", "--bytes", "1MiB", "--group", "0,64,128",
+            "--topology", "trn2:nodes=3"]
+    text = run(*args, "--algo", "single_cycle_ring", *(["--rank", rank] if rank else [])).output
+    lines = text.splitlines()
+    i = next(i for i, line in enumerate(lines) if line.startswith("ch "))
+    head = _cells(lines[i])
+    rows = [dict(zip(head, _cells(line))) for line in lines[i + 2:i + 4]]
+    assert head[:2] == ["ch", "direction"]
+    assert [(r["ch"], r["direction"]) for r in rows] == [("0", "cw"), ("1", "ccw")]
+    if rank:
+        assert [(r["prev"], r["next"]) for r in rows] == [("0", "128"), ("128", "0")]
+    else:
+        assert [r["ring order"] for r in rows] == ["0 64 128", "0 128 64"]
+    ring = run(*args, "--algo", "ring").output.splitlines()
+    assert "direction" not in next(line for line in ring if line.startswith("ch "))

@@ -320,6 +320,12 @@ def _not_lowered_note(sel: Selection) -> str:
     return f"policy choice, not lowered: {sel.alg.name} is lowered instead"
 
 
+def _direction(ring: dict, column: tuple[str, ...]) -> tuple[str, ...]:
+    """A ring's cell of the text's ``direction`` column, when the table has one
+    (``column``): ``cw`` or ``ccw``, ``-`` for a ring without one."""
+    return tuple(ring.get("direction") or "-" for _ in column)
+
+
 def _id_range(leg: dict) -> str:
     ids = leg["channels"]
     return compress(ids) if ids else "none"
@@ -765,6 +771,9 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
                            "secondary exchanges data with its unit's primary only", style="dim"))
     if ch["rings"]:
         rt = Table(show_edge=False, pad_edge=False)
+        # SINGLE_CYCLE_RING: which channel of a pair runs the ring CW, which CCW (--json's
+        # ``direction``)
+        direction = ("direction",) if any("direction" in r for r in ch["rings"]) else ()
         if "rank" in rec and kanga:
             for col in ("ch", "role", "prev", "next", "primary", "unit", "dup"):
                 rt.add_column(col, overflow="fold")
@@ -777,18 +786,18 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
                            str(r["unit"][0]), " ".join(map(str, r["unit"])),
                            "dup" if r["duplicate"] else "")
         elif "rank" in rec:
-            for col in ("ch", "prev", "next", "user_ranks", "dup"):
+            for col in ("ch", *direction, "prev", "next", "user_ranks", "dup"):
                 rt.add_column(col, overflow="fold")
             for r in ch["rings"]:
-                rt.add_row(str(r["channel"]), str(r["prev"]), str(r["next"]),
-                           compress(r["user_ranks"]) or "(empty channel)",
+                rt.add_row(str(r["channel"]), *_direction(r, direction), str(r["prev"]),
+                           str(r["next"]), compress(r["user_ranks"]) or "(empty channel)",
                            "dup" if r["duplicate"] else "")
         else:
-            for col in ("ch", "ring order", "hops dev/link/c2c/net", "dup"):
+            for col in ("ch", *direction, "ring order", "hops dev/link/c2c/net", "dup"):
                 rt.add_column(col, overflow="fold")
             for r in ch["rings"]:
                 hops = "/".join(str(r["hops"][loc.name]) for loc in EdgeLocality)
-                rt.add_row(str(r["channel"]),
+                rt.add_row(str(r["channel"]), *_direction(r, direction),
                            compress(r["order"]) if r["order"] is not None else "(empty channel)",
                            hops, "dup" if r["duplicate"] else "")
         print_plain(console, rt)
