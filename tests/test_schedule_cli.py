@@ -515,3 +515,25 @@ def test_rows_are_legs_and_the_step_column_is_the_seeds_ring_step(tmp_path, monk
     text = _run(neff, "--rank", 1, "--algo", "ring", "--all", "--limit", 3).output
     assert f"... {legs - 3} more legs (--limit 0 shows all)\n" in text
     assert "more steps" not in text
+
+
+def test_a_kangaring_channel_title_names_the_ranks_role():
+    """docs/CLI.md schedule: a KANGARING channel's title says the rank's role, as a
+    SINGLE_CYCLE_RING one says its direction and pair: a primary's (prev, next), then
+    ``primary`` and its unit's peers (those not -1), a secondary ``secondary of primary P``
+    (TOPOLOGY §4: it exchanges data with its unit's primary only).  The text showed a
+    primary's (prev, next) only and nothing for a secondary; role, primary and peers were
+    --json's only (review 58i).  node64's trigger 2, rank 9: primary on channels 0 and 2
+    (unit 9, 11: peer_rmtv 11), secondary of 11 on channels 1 and 3."""
+    model = str(FIX / "node64.neff")
+    res = _run(model, "--rank", "9", "--trigger", "2", "--limit", "1")
+    assert res.exit_code == 0, res.output
+    titles = [line.strip() for line in res.output.splitlines() if " channel " in line]
+    head = "rank 9 trigger 2 ALLREDUCE KANGARING (flat) channel"
+    chans = [op for op in _ops_of(model, 9) if op["trigger"] == 2][0]["channels"]
+    assert [c["role"] for c in chans] == ["primary", "secondary"] * 2
+    assert titles == [
+        f"{head} 0 (prev {chans[0]['prev']}, next {chans[0]['next']}) primary, peer_rmtv 11",
+        f"{head} 1 secondary of primary 11",
+        f"{head} 2 (prev {chans[2]['prev']}, next {chans[2]['next']}) primary, peer_rmtv 11",
+        f"{head} 3 secondary of primary 11"]

@@ -235,6 +235,11 @@ def _print_op(console: Console, rank: int, op: dict, limit: int) -> None:
         if "direction" in ch and "pair" in ch:  # SINGLE_CYCLE_RING: the pair and its arcs
             title += (f" {ch['direction']} of pair {ch['pair'][0]}/{ch['pair'][1]}, arcs "
                       f"{ch['arcs'][0]}/{ch['arcs'][1]}")
+        if ch.get("role") == "primary":  # KANGARING: the rank's role and its unit's peers
+            title += " primary" + "".join(f", {k} {v}" for k, v in ch["peers"].items()
+                                          if v != -1)
+        elif ch.get("role") == "secondary":  # exchanges data with its unit's primary only
+            title += f" secondary of primary {ch['primary']}"
         table = Table(title=title, min_width=len(title))  # (a longer title would wrap)
         mesh = bool(ch["steps"]) and "to" in ch["steps"][0]
         cols = (("step", "event", "leaf", "elements", "sources", "to", "waits") if mesh else
