@@ -52,7 +52,7 @@ def test_inspect_json_keys(fixtures_dir):
     res = run("inspect", "--json", fixtures_dir / "sbuf.neff")
     doc = json.loads(res.stdout)
     assert list(doc) == ["format", "file", "hash_verified", "header", "members", "world",
-                         "subgraphs", "triggers", "warnings"]
+                         "subgraphs", "triggers", "kicks", "warnings"]
     assert list(doc["header"]) == [
         "pkg_version", "header_size", "data_size", "neff_version_major", "neff_version_minor",
         "neff_build_version", "num_tpb", "hash", "hash_algorithm", "uuid", "name",
@@ -637,3 +637,35 @@ def test_json_given_a_value_still_gets_the_error_document():
     assert res.exit_code == 2
     doc = json.loads(res.stdout)
     assert doc["error"] == "Option '--json' does not take a value."
+
+
+def test_inspect_decodes_the_kick_words_of_a_lowered_neff(fixtures_dir, tmp_path):
+    """docs/FORMATS.md §9: each trigger word of the input becomes a TOPSP_KICK word (0xA2)
+    at its index, holding the trigger's ordinal, ``word`` (1 for the second of a former
+    0xD9 + 0xDA pair), ``spad_index`` (the trigger's first entry in a rank's spad.bin) and
+    the replaced word's sync.  inspect listed ``0xa2x8`` and decoded none of it (review
+    58i).  sbuf.neff: four 0xD9 + 0xDA triggers; the expected words come from the input's
+    triggers (index, num_words, sync, ext_sync) and the rank manifest's ``entries``."""
+    out = tmp_path / "out"
+    res = run("lower", fixtures_dir / "sbuf.neff", "-o", out, "--rank", "0")
+    assert res.exit_code == 0, res.output
+    trig = json.loads(run("inspect", "--json", fixtures_dir / "sbuf.neff").stdout)["triggers"]
+    entries = json.loads((out / "rank-0000" / "manifest.json").read_text())["entries"]
+    first = {}
+    for i, e in enumerate(entries):
+        first.setdefault(e["trigger"], i)
+    want = [{"subgraph": t["subgraph"], "engine": t["engine"], "index": t["index"] + w,
+             "trigger": t["ordinal"], "word": w, "spad_index": first[t["ordinal"]],
+             "sync": (t["sync"], t["ext_sync"])[w]}
+            for t in trig for w in range(t["num_words"])]
+    assert len(want) == 8 and {k["word"] for k in want} == {0, 1}
+    doc = json.loads(run("inspect", "--json", out / "sbuf.neff").stdout)
+    assert doc["kicks"] == want
+    assert json.loads(run("inspect", "--json", fixtures_dir / "sbuf.neff").stdout)["kicks"] == []
+    text = run("inspect", out / "sbuf.neff").stdout
+    assert "kick words (8)" in text
+    rows = [[c.strip() for c in line.strip("│").split("│")] for line in
+            text[text.index("kick words (8)"):].splitlines() if line.startswith("│")]
+    # trigger 2's words keep its sync (w1:3 u0:0 v2) and its 0xDA's (w0:0 u1:4 v1)
+    assert rows[4:6] == [["sg00", "sp", "6", "2", "0", "2", "w1:3 u0:0 v2"],
+                         ["sg00", "sp", "7", "2", "1", "2", "w0:0 u1:4 v1"]]

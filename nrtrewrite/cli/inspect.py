@@ -135,6 +135,15 @@ def render(doc: dict, con: Console) -> None:
                    stream, _operand(t["src"]), _operand(t["dst"]), str(t["num_elements"]),
                    f"{t['in_bytes']}/{t['out_bytes']}", sync)
     print_table(con, tt)
+    if doc["kicks"]:  # a lowered NEFF: each trigger word's TOPSP_KICK (docs/FORMATS.md §9)
+        kt = Table(title=f"kick words ({len(doc['kicks'])})", title_justify="left")
+        for col in ("subgraph", "engine", "index", "trigger", "word", "spad_index", "sync"):
+            kt.add_column(col, justify="right" if col in ("index", "trigger", "word",
+                                                          "spad_index") else "left")
+        for k in doc["kicks"]:
+            _row(kt, k["subgraph"], k["engine"], str(k["index"]), str(k["trigger"]),
+                 str(k["word"]), str(k["spad_index"]), _sync(k["sync"]))
+        print_table(con, kt)
 
 
 class _InspectCommand(JsonErrorCommand):

@@ -95,6 +95,27 @@ def trigger_to_dict(t: Trigger, sg: Subgraph) -> dict[str, Any]:
     }
 
 
+def kick_words(sg: Subgraph, engine: str) -> list[dict[str, Any]]:
+    """The ``TOPSP_KICK`` words (opcode 0xA2) of one stream, as docs/FORMATS.md §9 lays them
+    out: where each is (``subgraph``, ``engine``, instruction ``index``), the ``trigger``
+    ordinal it replaced, ``word`` (1: the second word of a former 0xD9 + 0xDA pair),
+    ``spad_index`` (the trigger's first entry in a rank's ``spad.bin``) and its ``sync``.
+    An input model's own 0xA2 words, if any, are read the same way."""
+    import numpy as np
+
+    from nrtrewrite.emit.formats import KICK_DTYPE, TOPSP_KICK_OPCODE
+    data = sg.streams[engine]
+    words = np.frombuffer(data, KICK_DTYPE, len(data) // KICK_DTYPE.itemsize)
+    out = []
+    for i in np.flatnonzero(words["opcode"] == TOPSP_KICK_OPCODE).tolist():
+        w = words[i]
+        out.append({"subgraph": sg.name, "engine": engine, "index": i,
+                    "trigger": int(w["trigger"]), "word": int(w["word"]),
+                    "spad_index": int(w["spad_index"]),
+                    "sync": {k: int(w["sync"][k]) for k in w["sync"].dtype.names}})
+    return out
+
+
 def stream_summary(sg: Subgraph, engine: str) -> dict[str, Any]:
     """Instruction counts of one stream: total, per opcode class, per opcode."""
     data = sg.streams[engine]
@@ -138,6 +159,7 @@ def model_to_dict(model: Model) -> dict[str, Any]:
             "streams": [stream_summary(sg, e) for e in sg.engines],
         } for sg in model.subgraphs],
         "triggers": [trigger_to_dict(t, by_name[t.subgraph]) for t in model.triggers],
+        "kicks": [k for sg in model.subgraphs for e in sg.engines for k in kick_words(sg, e)],
         # (each part cut as a --json "error" is, on its own characters: a path of 100,000
         # characters in the where was written whole until 2026-12-07; docs/CLI.md)
         "warnings": [{"where": cut_line(str(w.where)), "message": cut_line(w.message)}
