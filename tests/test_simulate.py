@@ -388,6 +388,26 @@ def test_a_terminal_gets_a_progress_bar_counting_legs_from_the_threshold(monkeyp
     assert buf.getvalue() == ""
 
 
+@pytest.mark.parametrize("algo,name", [("ring", "RING"), ("mesh", "MESH"),
+                                       ("intra_rdh", "INTRA_RDH")])
+def test_the_verdict_table_names_the_algorithm_lowered(tmp_path, algo, name):
+    """docs/CLI.md simulate: each trigger's row names the algorithm it was lowered to (the
+    manifest's ``algorithm``, FORMATS §1.1), a column after the collective, and so does
+    ``--json``'s ``algorithm``; the table did not say it (review 58i).  The same 4-rank
+    all-reduce lowered with each ``--algo``: the engine forced is the one named."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 4, 5000), tmp_path / "o", algo=algo)
+    res = cli("simulate", out)
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    i = next(i for i, line in enumerate(lines) if "┃ collective" in line)
+    head = [c.strip() for c in lines[i].strip("┃").split("┃")]
+    assert head == ["trigger", "collective", "algorithm", "ranks", "verdict", "detail"]
+    row = [c.strip() for c in lines[i + 2].strip("│").split("│")]
+    assert row[:5] == ["0", "ALLREDUCE ADD BF16 x5000 over 4 ranks", name, "4/4", "match"]
+    doc = json.loads(cli("simulate", out, "--json").stdout)
+    assert doc["triggers"][0]["algorithm"] == name
+
+
 def test_cli_table_and_exit_0(small_out):
     res = cli("simulate", small_out, "--seed", 3)
     assert res.exit_code == 0, res.output
@@ -403,9 +423,9 @@ def test_cli_json(small_out):
                          "error_trigger", "triggers", "stats"]
     assert doc["ok"] is True and doc["seed"] == 0 and doc["error"] is None
     t = doc["triggers"][0]
-    assert list(t) == ["trigger", "op", "dtype", "alu_op", "num_elements", "group_size", "status",
-                       "ranks_checked", "mismatched_elements", "unwritten_bytes", "detail",
-                       "first_mismatch"]
+    assert list(t) == ["trigger", "op", "dtype", "alu_op", "num_elements", "group_size",
+                       "algorithm", "status", "ranks_checked", "mismatched_elements",
+                       "unwritten_bytes", "detail", "first_mismatch"]
     assert t["status"] == "match" and t["ranks_checked"] == 4
     assert set(doc["stats"]) == {"ranks", "legs", "legs_run", "transfers", "bytes_moved",
                                  "deadlock_free_every_interleaving", "load_seconds",

@@ -88,11 +88,12 @@ def detail_cell(detail: str, left_out: int = 0) -> Text:
 def render(res: SimulationResult, con: Console) -> None:
     title = f"simulate {path_text(res.output)} (seed {res.seed})"  # (whatever the locale)
     table = Table(title=plain(title), title_justify="left")
-    for col in ("trigger", "collective", "ranks", "verdict", "detail"):
+    for col in ("trigger", "collective", "algorithm", "ranks", "verdict", "detail"):
         table.add_column(col, overflow="fold")
     for tr in res.triggers:
         style = _STYLE.get(tr.status, "")
-        table.add_row(str(tr.trigger), tr.label, f"{tr.ranks_checked}/{tr.group_size}",
+        table.add_row(str(tr.trigger), tr.label, tr.algorithm or "-",
+                      f"{tr.ranks_checked}/{tr.group_size}",
                       f"[{style}]{tr.status}[/]", detail_cell(tr.detail or "", tr.detail_left_out))
     print_table(con, table)
     st = res.stats

@@ -586,7 +586,8 @@ class Simulator:
         try:
             self.load_manifest()
             res.triggers = [TriggerResult(t.ordinal, t.label(), t.op, t.dtype.name, t.n,
-                                          len(t.group), alu_op=t.alu)
+                                          len(t.group), alu_op=t.alu,
+                                          algorithm=t.algorithm)
                             for t in sorted(self.triggers.values(), key=lambda t: t.ordinal)]
             self.verdict = {tr.trigger: tr for tr in res.triggers}
             self.load()

@@ -35,6 +35,9 @@ class TriggerResult:
     #: the trigger's ALU op as the manifest's ``alu_op`` (``ADD``, ``MAX``, ``MIN``; None for
     #: an all-gather)
     alu_op: str | None = None
+    #: what the trigger was lowered to, the manifest's ``algorithm`` (``RING``, ``HIER``,
+    #: ``KANGARING``, ...; FORMATS §1.1); None where the manifest was not read
+    algorithm: str | None = None
 
     def fail(self, status: str, detail: str) -> None:
         if self.status in (MATCH, NOT_RUN) or not self.detail:
@@ -46,6 +49,7 @@ class TriggerResult:
         return {"trigger": self.trigger, "op": self.op, "dtype": self.dtype,
                 "alu_op": self.alu_op,
                 "num_elements": self.num_elements, "group_size": self.group_size,
+                "algorithm": self.algorithm,
                 "status": self.status, "ranks_checked": self.ranks_checked,
                 "mismatched_elements": self.mismatched_elements,
                 "unwritten_bytes": self.unwritten_bytes,
