@@ -482,7 +482,7 @@ def test_simulates_detail_cell_is_capped_as_written_on_an_ascii_stdout(monkeypat
     render(res, Console(file=buf, width=3000, color_system=None, highlight=False))
     want = "\\xe9" * 175 + " ... (1000 characters in all) ... " + "\\xe9" * 50
     row, = [line for line in buf.getvalue().splitlines() if " error " in line]
-    assert row.split("\u2502")[5].strip() == want
+    assert row.split("\u2502")[6].strip() == want  # (detail: the 6th column, after algorithm)
 
 
 def test_simulates_detail_cell_of_a_cut_reason_keeps_the_reasons_count(monkeypatch):
@@ -513,7 +513,7 @@ def test_simulates_detail_cell_of_a_cut_reason_keeps_the_reasons_count(monkeypat
     render(res, Console(file=buf, width=3000, color_system=None, highlight=False))
     want = "\\xe9" * 175 + " ... (2000 characters in all) ... " + "\\xe9" * 50
     row, = [line for line in buf.getvalue().splitlines() if " error " in line]
-    assert row.split("\u2502")[5].strip() == want
+    assert row.split("\u2502")[6].strip() == want
 
 
 NAME_WITH_A_MARK = "v ... (5 characters in all) ... w"  # (a model's name: any text)
