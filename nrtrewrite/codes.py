@@ -172,6 +172,16 @@ class EncAlgType(IntEnum):
     INVALID = 11
 
 
+#: The algo types whose net ops resolve their peer per op (net_ops_info.variable_peer = 1,
+#: docs/FORMATS.md §8.1): the mesh family and RDH, whose ops' entries may name several
+#: peers; the ring family (RING, KANGARING, SINGLE_CYCLE_RING) talks to the channel's fixed
+#: ring neighbour.
+VARIABLE_PEER_ALGS = frozenset({
+    EncAlgType.MESH, EncAlgType.SINGLE_STEP_MESH, EncAlgType.TWO_STEP_POD_MESH,
+    EncAlgType.LATENCY_OPT_MESH, EncAlgType.BW_OPT_MESH, EncAlgType.INTRA_RDH,
+    EncAlgType.INTER_RDH})
+
+
 class EncAlgMeshType(IntEnum):
     """enc_alg_mesh_type, the 3-bit cc_op.algo_sub_type (seed 000 §1.3)."""
 

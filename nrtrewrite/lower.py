@@ -27,7 +27,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from nrtrewrite.codes import ALU_TO_CCE, CCE_REDUCE_DTYPES, EdgeLocality, EncAlgType, EncOpType
+from nrtrewrite.codes import (
+    ALU_TO_CCE, CCE_REDUCE_DTYPES, VARIABLE_PEER_ALGS, EdgeLocality, EncAlgType, EncOpType,
+)
 from nrtrewrite.ahead import AheadLost, ForkAhead
 from nrtrewrite.ahead import available as fork_available
 from nrtrewrite.apoverlap import operands_may_share, sbuf_refusal
@@ -699,6 +701,7 @@ def _entry_context(plan: LoweringPlan, tp: TriggerPlan, spec: EntrySpec, rank: i
         subgraph_index=subgraph_index, groups=spec.groups,
         hw_generation=plan.topology.platform.hw_generation,
         sema_shift_offset=spec.sema_shift_offset or 0, peer_tables=tables,
+        variable_peer=int(spec.alg in VARIABLE_PEER_ALGS),
         entry_post_sem=tp.entry_post_sem)
 
 

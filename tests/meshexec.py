@@ -95,6 +95,24 @@ def _check(cond: bool, why: str) -> None:
         raise ExecError(why)
 
 
+def _segment_bases(ops, recs, cnt_field: str) -> list[int]:
+    """Per record of one channel's FIFO slice, the channel index of its segment's first op:
+    the FIFO is one segment per basic block with an op whose ``cnt_field`` > 0, in block
+    order, each ending with its EXEC_COMPLETE entry; net_op_idx counts from 0 in a segment
+    (docs/FORMATS.md §8 "Basic blocks")."""
+    bb = [int(b) for b in ops["basic_block_id"]]
+    firsts = [k for k in range(len(bb)) if k == 0 or bb[k] != bb[k - 1]]
+    seg_firsts = [a for a in firsts
+                  if any(int(ops[cnt_field][k]) for k in range(a, len(bb)) if bb[k] == bb[a])]
+    out, j = [], 0
+    for rec in recs:
+        _check(j < len(seg_firsts), "a FIFO record after the last segment")
+        out.append(seg_firsts[j])
+        if int(rec["mark"]) == int(NetAddrMark.EXEC_COMPLETE):
+            j += 1
+    return out
+
+
 class MeshExec:
     def __init__(self, out: str | Path, seed: int = 0, only: set[int] | None = None):
         self.out = Path(out)
@@ -223,12 +241,14 @@ class MeshExec:
                 sendsem.append(int(sid[0]))
             txs = []
             prev_complete = True
-            for rec in src[s0:s0 + sn]:
-                if int(rec["mark"]) == int(NetAddrMark.NET_OP_COMPLETE):
+            tx_base = _segment_bases(cops, src[s0:s0 + sn], "tx_entry_cnt")
+            for rec, base in zip(src[s0:s0 + sn], tx_base):
+                if int(rec["mark"]) in (int(NetAddrMark.NET_OP_COMPLETE),
+                                        int(NetAddrMark.EXEC_COMPLETE)):
                     _check(int(rec["size"]) == 0 and int(rec["dst_rank"]) == -1, "bad terminator")
                     prev_complete = True
                     continue
-                k = int(rec["net_op_idx"])
+                k = base + int(rec["net_op_idx"])
                 if self.only is not None and int(cops[k]["func_rel_op_idx"]) not in self.only:
                     prev_complete = bool(rec["complete"])
                     continue
@@ -241,11 +261,13 @@ class MeshExec:
                                 size=int(rec["size"]), dst_rank=int(rec["dst_rank"]),
                                 dst_addr=int(rec["dst_addr"]), send_sem=sendsem[k]))
                 prev_complete = bool(rec["complete"])
-            for rec in dest[t0:t0 + tn]:
-                if int(rec["mark"]) == int(NetAddrMark.NET_OP_COMPLETE):
+            rx_base = _segment_bases(cops, dest[t0:t0 + tn], "rx_entry_cnt")
+            for rec, base in zip(dest[t0:t0 + tn], rx_base):
+                if int(rec["mark"]) in (int(NetAddrMark.NET_OP_COMPLETE),
+                                        int(NetAddrMark.EXEC_COMPLETE)):
                     _check(int(rec["size"]) == 0 and int(rec["src_rank"]) == -1, "bad terminator")
                     continue
-                k = int(rec["net_op_idx"])
+                k = base + int(rec["net_op_idx"])
                 if self.only is not None and int(cops[k]["func_rel_op_idx"]) not in self.only:
                     continue
                 d_r, d_reg, d_off, e2 = lay.resolve_data(r, np.array([rec["dev_addr"]], np.uint64),

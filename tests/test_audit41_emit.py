@@ -45,15 +45,16 @@ def test_a_network_transfer_of_many_runs_has_complete_on_its_last_run_only(tmp_p
     scatter ``send`` legs write the peer's RECV scratch (linear: one 32768-byte run each),
     its two ``direct_copy_send`` legs the peer's OUT, an SBUF pattern of 128-byte rows: 16384
     elements = 256 rows, 256 entries of 128 bytes each, the 256th complete.  Then the op's
-    terminator.  (Mutations: every transmit or receive entry ``complete = 1``, each row
+    terminator, and the basic block's EXEC_COMPLETE entry (FORMATS §8 "Basic blocks").
+    (Mutations: every transmit or receive entry ``complete = 1``, each row
     taken for a transfer of its own, or ``complete`` on each leg's first run and the last,
     survived every test.)"""
     out = _sbuf_all_reduce_over_two_nodes(tmp_path)
     src = np.fromfile(out / "rank-0000" / "net_src.bin", F.NET_SRC_ADDR_DTYPE)
     row = [0] * 255 + [1]
-    assert src["complete"].tolist() == [1, 1] + row + row + [0]
-    assert src["size"].tolist() == [32768, 32768] + [128] * 512 + [0]
-    assert src["mark"].tolist() == [0] * 514 + [1]
+    assert src["complete"].tolist() == [1, 1] + row + row + [0, 0]
+    assert src["size"].tolist() == [32768, 32768] + [128] * 512 + [0, 0]
+    assert src["mark"].tolist() == [0] * 514 + [1, 2]
     # the OUT rows of a leg: element 64 j is row j % 8 of partition (first + j // 8), so
     # entry j lands (j // 8) x 4096 + (j % 8) x 256 bytes after the leg's first one
     j = np.arange(256)
@@ -63,9 +64,9 @@ def test_a_network_transfer_of_many_runs_has_complete_on_its_last_run_only(tmp_p
     # rank 64 receives the same four transfers, in the same order (the k-th receive entry
     # pairs with the k-th transmit entry, §8 "Proxy semantics"), landing in the same shapes
     dest = np.fromfile(out / "rank-0064" / "net_dest.bin", F.NET_DEST_ADDR_DTYPE)
-    assert dest["complete"].tolist() == [1, 1] + row + row + [0]
-    assert dest["size"].tolist() == [32768, 32768] + [128] * 512 + [0]
-    assert dest["src_rank"].tolist() == [0] * 514 + [-1]
+    assert dest["complete"].tolist() == [1, 1] + row + row + [0, 0]
+    assert dest["size"].tolist() == [32768, 32768] + [128] * 512 + [0, 0]
+    assert dest["src_rank"].tolist() == [0] * 514 + [-1, -1]
     for first in (2, 258):
         rel = dest["dev_addr"][first:first + 256].astype(np.int64) - int(dest["dev_addr"][first])
         assert rel.tolist() == ((j // 8) * 4096 + (j % 8) * 256).tolist()

@@ -86,17 +86,26 @@ def test_batch_fifos_are_the_entries_fifos(case, rank):
                                           "src_rank")):
         recs = np.frombuffer(files[name], dtype)
         term = recs["mark"] == 1
-        assert int(ops[cnt].sum()) == int((~term).sum())
+        ends = recs["mark"] == 2
+        assert int(ops[cnt].sum()) == int((recs["mark"] == 0).sum())
         for i in np.flatnonzero(term).tolist():
             assert recs[i:i + 1].tobytes() == _terminator(
                 dtype, int(recs["net_op_idx"][i]), rank_field).tobytes()
-        # a FIFO with entries on a channel closes every op of the channel (seed 003 §3)
+        # a FIFO with entries on a channel closes every op of the channel (seed 003 §3); one
+        # basic block (every case is one subgraph): the slice ends with one EXEC_COMPLETE
+        # entry, net_op_idx the last op's, size 0, rank field -1, all else 0 (FORMATS §8
+        # "Basic blocks")
         side = "src" if name == "net_src.bin" else "dest"
         for item in index:
             (o0, on), (s0, sn) = item["ops"], item[side]
             t = term[s0:s0 + sn]
-            want = list(range(on)) if (~t).any() else []
+            want = list(range(on)) if (recs["mark"][s0:s0 + sn] == 0).any() else []
             assert recs["net_op_idx"][s0:s0 + sn][t].tolist() == want
+            assert np.flatnonzero(ends[s0:s0 + sn]).tolist() == ([sn - 1] if want else [])
+            if want:
+                end = np.zeros(1, dtype)
+                end["net_op_idx"], end["mark"], end[rank_field] = on - 1, 2, -1
+                assert recs[s0 + sn - 1:s0 + sn].tobytes() == end.tobytes()
 
 
 def _cut(pattern, total):

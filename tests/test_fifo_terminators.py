@@ -62,14 +62,16 @@ def test_cross_node_mesh_every_op_is_terminated_in_both_fifos(xmesh):
         assert ops.size == 2
         assert ops["tx_entry_cnt"].tolist() == [2, 0]
         assert ops["rx_entry_cnt"].tolist() == [1, 1]
-        assert src["mark"].tolist() == [0, 0, 1, 1]
-        assert src["net_op_idx"].tolist() == [0, 0, 0, 1]
-        assert src["size"].tolist() == [half, half, 0, 0]
-        assert src["dst_rank"].tolist() == [rank ^ 64, rank ^ 64, -1, -1]
-        assert dst["mark"].tolist() == [0, 1, 0, 1]
-        assert dst["net_op_idx"].tolist() == [0, 0, 1, 1]
-        assert dst["size"].tolist() == [half, 0, half, 0]
-        assert dst["src_rank"].tolist() == [rank ^ 64, -1, rank ^ 64, -1]
+        # (one basic block: each FIFO ends with its EXEC_COMPLETE entry, net_op_idx 1, the
+        # block's last op, FORMATS §8 "Basic blocks")
+        assert src["mark"].tolist() == [0, 0, 1, 1, 2]
+        assert src["net_op_idx"].tolist() == [0, 0, 0, 1, 1]
+        assert src["size"].tolist() == [half, half, 0, 0, 0]
+        assert src["dst_rank"].tolist() == [rank ^ 64, rank ^ 64, -1, -1, -1]
+        assert dst["mark"].tolist() == [0, 1, 0, 1, 2]
+        assert dst["net_op_idx"].tolist() == [0, 0, 1, 1, 1]
+        assert dst["size"].tolist() == [half, 0, half, 0, 0]
+        assert dst["src_rank"].tolist() == [rank ^ 64, -1, rank ^ 64, -1, -1]
     assert meshcase.run(xmesh)["simulator"] == "match"
 
 
@@ -91,7 +93,8 @@ def test_inter_rdh_every_op_is_terminated_in_both_fifos(tmp_path):
             assert recs["net_op_idx"][term].tolist() == list(range(6))
             # op k's terminator follows its entries: at (entries of ops 0..k) + k
             assert term.tolist() == (np.cumsum(ops[cnt]) + np.arange(6)).tolist()
-            assert recs.size == int(ops[cnt].sum()) + 6
+            assert recs.size == int(ops[cnt].sum()) + 6 + 1  # and the EXEC_COMPLETE entry
+            assert recs["mark"][-1] == 2 and recs["net_op_idx"][-1] == 5
     assert meshcase.run(out)["simulator"] == "match"
 
 
@@ -120,20 +123,27 @@ def test_a_ring_op_whose_successor_is_on_its_node_has_no_transmit_terminator(two
     receives from 65 across the network, so its op for trigger 1 (op 1, after trigger 0's op
     0, which both sends to and receives from 64) is closed in the receive FIFO only; rank 1
     sends to 64 and receives from 0, so it has a transmit FIFO alone.  (Until 2026-12-02 a
-    FIFO existed for the whole channel, and rank 0's op 1 had a transmit terminator too.)"""
+    FIFO existed for the whole channel, and rank 0's op 1 had a transmit terminator too.)
+    The two triggers are in two subgraphs, so two basic blocks: op 1 (block 1) has net_op_idx
+    0, and each block's segment of a FIFO ends with an EXEC_COMPLETE entry (FORMATS §8 "Basic
+    blocks"); block 1 has no transmit segment on ranks 0 and 64."""
     man = json.loads((two_groups / "manifest.json").read_text())
     assert [[(c["channel"], c["order"]) for c in t["channels"]] for t in man["triggers"]] == [
         [(0, [0, 64])], [(0, [0, 1, 64, 65])]]
-    # per rank: (ops' triggers, net_op_idx of the transmit terminators, of the receive ones)
-    want = {0: ([0, 1], [0], [0, 1]), 64: ([0, 1], [0], [0, 1]),
-            1: ([1], [0], []), 65: ([1], [0], [])}
-    for rank, (trigs, tx_terms, rx_terms) in want.items():
+    # per rank: (ops' triggers, net_op_idx of the transmit terminators, of the receive ones,
+    # the EXEC_COMPLETE entries' net_op_idx in each FIFO: one per block with a segment there)
+    want = {0: ([0, 1], [0], [0, 0], [0], [0, 0]), 64: ([0, 1], [0], [0, 0], [0], [0, 0]),
+            1: ([1], [0], [], [0], []), 65: ([1], [0], [], [0], [])}
+    for rank, (trigs, tx_terms, rx_terms, tx_ends, rx_ends) in want.items():
         ops, src, dst = _fifos(two_groups, rank)[0]
         assert ops["func_rel_op_idx"].tolist() == trigs
+        assert ops["basic_block_id"].tolist() == trigs  # (trigger k is in subgraph k)
         assert src["net_op_idx"][src["mark"] == 1].tolist() == tx_terms
         assert dst["net_op_idx"][dst["mark"] == 1].tolist() == rx_terms
-        assert src.size == int(ops["tx_entry_cnt"].sum()) + len(tx_terms)
-        assert dst.size == int(ops["rx_entry_cnt"].sum()) + len(rx_terms)
+        assert src["net_op_idx"][src["mark"] == 2].tolist() == tx_ends
+        assert dst["net_op_idx"][dst["mark"] == 2].tolist() == rx_ends
+        assert src.size == int(ops["tx_entry_cnt"].sum()) + len(tx_terms) + len(tx_ends)
+        assert dst.size == int(ops["rx_entry_cnt"].sum()) + len(rx_terms) + len(rx_ends)
         if rank in (0, 64):  # op 1 receives only
             assert ops["tx_entry_cnt"].tolist()[1] == 0 < ops["rx_entry_cnt"].tolist()[1]
     assert meshcase.run(two_groups)["simulator"] == "match"
@@ -141,16 +151,21 @@ def test_a_ring_op_whose_successor_is_on_its_node_has_no_transmit_terminator(two
 
 def test_simulator_refuses_a_transmit_terminator_for_an_entry_without_transmits(two_groups,
                                                                                 tmp_path):
-    """Rank 0's transmit FIFO with a terminator for op 1 appended (what the whole-channel
-    reading wrote) is refused: trigger 1's entry sends nothing across the network."""
+    """Rank 0's transmit FIFO with a segment for block 1 appended, op 1's terminator and the
+    EXEC_COMPLETE entry (what the whole-channel reading wrote, in segments) is refused:
+    trigger 1's entry sends nothing across the network."""
     m = Out(two_groups, tmp_path / "mut")
     path = m.path / "rank-0000" / "net_src.bin"
     data = path.read_bytes()
     size = F.NET_SRC_ADDR_DTYPE.itemsize
-    path.write_bytes(data + (1).to_bytes(4, "little") + data[-size + 4:])
+    # block 1's segment (op 1 is trigger 1's, in subgraph sg01): op 1's terminator
+    # (net_op_idx 0, its block's first op) and the block's EXEC_COMPLETE entry, both copied
+    # from block 0's (net_op_idx 0 too)
+    assert data[-size + 36] == 2 and data[-2 * size + 36] == 1
+    path.write_bytes(data + data[-2 * size:])
     rdir = m.path / "rank-0000"
     man = json.loads((rdir / "manifest.json").read_text())
-    man["fifo"][0]["src"][1] += 1
+    man["fifo"][0]["src"][1] += 2
     (rdir / "manifest.json").write_text(json.dumps(man))
     m.fix_manifest_counts(0)
     text = failure_text(m.simulate())
@@ -162,8 +177,8 @@ def test_simulator_refuses_a_missing_terminator(xmesh, tmp_path):
     """Dropping op 1's transmit terminator (an op without transmit entries) is refused."""
     m = Out(xmesh, tmp_path / "mut")
     a = m.arr(0, "net_src.bin")
-    assert a["mark"].tolist() == [0, 0, 1, 1]
-    m.put(0, "net_src.bin", a[:-1])
+    assert a["mark"].tolist() == [0, 0, 1, 1, 2]
+    m.put(0, "net_src.bin", np.concatenate([a[:3], a[4:]]))
     rdir = m.path / "rank-0000"
     man = json.loads((rdir / "manifest.json").read_text())
     man["fifo"][0]["src"][1] -= 1
@@ -178,11 +193,11 @@ def test_simulator_refuses_terminators_in_a_fifo_without_entries(xmesh, tmp_path
     is refused, even with tx_entry_cnt made consistent."""
     m = Out(xmesh, tmp_path / "mut")
     a = m.arr(0, "net_src.bin")
-    m.put(0, "net_src.bin", a[2:])  # the two terminators alone
+    m.put(0, "net_src.bin", a[2:])  # the two terminators alone (and the EXEC_COMPLETE entry)
     m.edit(0, "net_ops.bin", lambda o: o["tx_entry_cnt"].__setitem__(0, 0))
     rdir = m.path / "rank-0000"
     man = json.loads((rdir / "manifest.json").read_text())
-    man["fifo"][0]["src"][1] = 2
+    man["fifo"][0]["src"][1] = 3
     (rdir / "manifest.json").write_text(json.dumps(man))
     m.fix_manifest_counts(0)
     text = failure_text(m.simulate())
@@ -191,13 +206,15 @@ def test_simulator_refuses_terminators_in_a_fifo_without_entries(xmesh, tmp_path
 
 
 def test_simulator_refuses_an_extra_terminator(xmesh, tmp_path):
-    """A third terminator in rank 0's transmit FIFO (for an op 2 the channel does not have)."""
+    """A third terminator in rank 0's transmit FIFO (for an op 2 the channel does not have),
+    before the block's EXEC_COMPLETE entry."""
     m = Out(xmesh, tmp_path / "mut")
     path = m.path / "rank-0000" / "net_src.bin"
     data = path.read_bytes()
     size = F.NET_SRC_ADDR_DTYPE.itemsize
-    extra = (2).to_bytes(4, "little") + data[-size + 4:]  # op 1's terminator, net_op_idx 2
-    path.write_bytes(data + extra)
+    term1 = data[-2 * size:-size]
+    extra = (2).to_bytes(4, "little") + term1[4:]  # op 1's terminator, net_op_idx 2
+    path.write_bytes(data[:-size] + extra + data[-size:])
     rdir = m.path / "rank-0000"
     man = json.loads((rdir / "manifest.json").read_text())
     man["fifo"][0]["src"][1] += 1
@@ -257,14 +274,15 @@ def test_simulator_refuses_an_op_split_where_the_receive_semaphore_does_not_chan
     assert "op 1 receives on the semaphore of op 0 of its entry" in text, text
 
 
-# xmesh's rank 0 (FORMATS §8): channel 0's fifo item is ops [0, 2], src [0, 4], dest [0, 4];
+# xmesh's rank 0 (FORMATS §8): channel 0's fifo item is ops [0, 2], src [0, 5], dest [0, 5];
 # net_src.bin records 0, 1 are op 0's two transfers (dst_rank 64, size 32768), 2 and 3 the
 # terminators of ops 0 and 1; net_dest.bin records 0 and 2 op 0's and op 1's receives, 1 and
-# 3 their terminators; net_ops.bin op 0 sends two entries, op 1 none.
+# 3 their terminators; record 4 of each the block's EXEC_COMPLETE entry; net_ops.bin op 0
+# sends two entries, op 1 none.
 def _fifo_item(**item):
     def edit(m: Out) -> None:
         m.edit_manifest(0, lambda man: man.update(
-            fifo=[{"channel": 0, "ops": [0, 2], "src": [0, 4], "dest": [0, 4], **item}]))
+            fifo=[{"channel": 0, "ops": [0, 2], "src": [0, 5], "dest": [0, 5], **item}]))
     return edit
 
 
@@ -278,9 +296,10 @@ def _record(name: str, i: int, **values):
 
 
 def _op1_sends_without_a_terminator(m: Out) -> None:
-    m.put(0, "net_src.bin", m.arr(0, "net_src.bin")[:3])
+    a = m.arr(0, "net_src.bin")
+    m.put(0, "net_src.bin", np.concatenate([a[:3], a[4:]]))  # (the EXEC_COMPLETE entry kept)
     m.edit(0, "net_ops.bin", lambda a: a["tx_entry_cnt"].__setitem__(1, 1))
-    m.edit_manifest(0, lambda man: man["fifo"][0].update(src=[0, 3]))
+    m.edit_manifest(0, lambda man: man["fifo"][0].update(src=[0, 4]))
 
 
 def _send_handshake_on_another_semaphore(m: Out) -> None:
@@ -293,13 +312,13 @@ FIFO_FAULTS = [
     # the rank manifest's fifo items (FORMATS §1.2): channel-major, ascending, the files whole
     (lambda m: m.edit_manifest(0, lambda man: man.update(fifo=[
         {"channel": 0, "ops": [0, 1], "src": [0, 2], "dest": [0, 2]},
-        {"channel": 0, "ops": [1, 1], "src": [2, 2], "dest": [2, 2]}])),
+        {"channel": 0, "ops": [1, 1], "src": [2, 3], "dest": [2, 3]}])),
      "rank 0, channel 0: fifo slices are not in ascending channel order"),
     (_fifo_item(ops=[1, 2]), "rank 0, channel 0: fifo ops slice [1, 2] does not follow the "
      "previous channel's"),
     (_fifo_item(src=[0, -1]), "rank 0, channel 0: fifo src slice [0, -1] does not follow"),
     (_fifo_item(src=[0, 3]), "rank 0, artifact net_src.bin: the fifo slices cover 3 records of "
-     "net_src.bin, the file holds 4"),
+     "net_src.bin, the file holds 5"),
     # net_ops_info (FORMATS §8)
     (_record("net_ops.bin", 0, func_rel_op_idx=7), "field func_rel_op_idx, rank 0, channel 0, "
      "artifact net_ops.bin, record 0: net op 0: func_rel_op_idx 7 names no entry of this rank "
@@ -309,8 +328,9 @@ FIFO_FAULTS = [
      "not 5"),
     (_record("net_ops.bin", 0, early_send_completion=1), "field early_send_completion, rank 0, "
      "channel 0, artifact net_ops.bin, record 0: early_send_completion should be 0, not 1"),
-    (_record("net_ops.bin", 1, variable_peer=1), "field variable_peer, rank 0, channel 0, "
-     "artifact net_ops.bin, record 1: variable_peer should be 0, not 1"),
+    # (a MESH op's peer is resolved per op: FORMATS §8.1 variable_peer 1)
+    (_record("net_ops.bin", 1, variable_peer=0), "field variable_peer, rank 0, channel 0, "
+     "artifact net_ops.bin, record 1: variable_peer should be 1, not 0"),
     (_record("net_ops.bin", 0, inc_send_handshake=0x1234, inc_send_complete=0x1234),
      "field inc_send_handshake, rank 0, channel 0, artifact net_ops.bin, record 0: "
      "inc_send_handshake 0x1234 is not an EVT_SEM semaphore address"),
@@ -353,9 +373,9 @@ def test_simulator_refuses_a_fifo_record_or_slice_the_format_does_not_allow(xmes
     one (its manifest counts made to agree, so it is the values that are refused)."""
     m = Out(xmesh, tmp_path / "mut")
     net = {n: m.arr(0, n) for n in ("net_ops.bin", "net_src.bin", "net_dest.bin")}
-    assert net["net_src.bin"]["mark"].tolist() == [0, 0, 1, 1]
-    assert net["net_src.bin"]["dst_rank"].tolist() == [64, 64, -1, -1]
-    assert net["net_dest.bin"]["mark"].tolist() == [0, 1, 0, 1]
+    assert net["net_src.bin"]["mark"].tolist() == [0, 0, 1, 1, 2]
+    assert net["net_src.bin"]["dst_rank"].tolist() == [64, 64, -1, -1, -1]
+    assert net["net_dest.bin"]["mark"].tolist() == [0, 1, 0, 1, 2]
     assert net["net_ops.bin"]["tx_entry_cnt"].tolist() == [2, 0]
     spoil(m)
     m.fix_manifest_counts(0)
@@ -426,8 +446,8 @@ def test_a_single_entry_ops_net_op_idx_changed_is_named_at_the_entry(
     value as the right one)."""
     o = Out(xmesh, tmp_path / "m")
     a = o.arr(0, "net_dest.bin")
-    assert a["mark"].tolist() == [0, 1, 0, 1]
-    assert a["net_op_idx"].tolist() == [0, 0, 1, 1]
+    assert a["mark"].tolist() == [0, 1, 0, 1, 2]
+    assert a["net_op_idx"].tolist() == [0, 0, 1, 1, 1]
     o.edit(0, "net_dest.bin",
            lambda x: x["net_op_idx"].__setitem__(record, np.uint32(value % 2 ** 32)))
     text = failure_text(o.simulate())

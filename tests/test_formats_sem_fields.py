@@ -108,7 +108,8 @@ def test_send_sema_is_posted_and_taken_once_per_network_destination(tmp_path):
     = 17, its INC-window address 0x8280000000 + 0x1800 + 4*17 = 0x8280001844 on TOP_SP 0
     (FORMATS §10).  The first leg increments it 8 times, the second once: 9 posts, and the
     proxy takes one per destination's run, the 9 runs ending with complete = 1 (one entry
-    each: 2048 elements fit one run), then the terminator.  The spec is pinned to the
+    each: 2048 elements fit one run), then the terminator and the basic block's
+    EXEC_COMPLETE entry (FORMATS §8 "Basic blocks").  The spec is pinned to the
     example: its all-gather counts 2048 elements of each rank's input (NEFF-LIKE.md:
     `num_elements` counts a rank's input; all-gather out = N x group size), 4096 bytes of
     bf16 in, 10 x 4096 out, as FORMATS' paragraph says."""
@@ -140,9 +141,9 @@ def test_send_sema_is_posted_and_taken_once_per_network_destination(tmp_path):
         posts.append(int(mine["value"][mine["addr"] == send_inc].sum()))
     assert sorted(p for p in posts if p) == [1, 8]
     src = np.fromfile(rdir / "net_src.bin", F.NET_SRC_ADDR_DTYPE)
-    assert src["complete"].tolist() == [1] * 9 + [0]
+    assert src["complete"].tolist() == [1] * 9 + [0, 0]
     assert sum(posts) == int((src["complete"][src["mark"] == 0] == 1).sum()) == 9
     assert "once per network destination of a device leg, not once per device leg" in para
-    assert "[1, 1, 1, 1, 1, 1, 1, 1, 1, 0], 9 proxy legs" in para
+    assert "[1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0], 9 proxy legs" in para
     # seed 003 (its NOTE on node_next.src_addr_fifo, its opening): the direction's support
     assert 'a leaf "posts a send credit"' in para and '"credits against the network' in para

@@ -43,11 +43,11 @@ def test_the_ring_all_reduce_stages_partial_and_final_of_a_position_in_one_view(
     halves = [(1368, 342), (1710, 338), (684, 342), (1026, 342), (0, 342), (342, 342),
               (1368, 342), (1710, 338)]  # (first element, elements), in FIFO order
     dst_base = [scratch] * 4 + [o] * 4
-    assert src["mark"].tolist() == [0] * 8 + [1]
+    assert src["mark"].tolist() == [0] * 8 + [1, 2]  # (the block's EXEC_COMPLETE entry last)
     assert src["dev_addr"][:8].tolist() == [gw + 2 * e for e, _ in halves]
     assert src["size"][:8].tolist() == [2 * n for _, n in halves]
     assert src["dst_addr"][:8].tolist() == [b + 2 * e for b, (e, _) in zip(dst_base, halves)]
-    assert src["dst_rank"].tolist() == [64] * 8 + [-1]
+    assert src["dst_rank"].tolist() == [64] * 8 + [-1, -1]
     # the partial (records 0, 1) and the final (6, 7) of position 2: one staging each half
     assert src["dev_addr"][0] == src["dev_addr"][6] and src["dev_addr"][1] == src["dev_addr"][7]
     sim = simulate_output(out, seed=0)
@@ -79,9 +79,9 @@ def test_simulate_refuses_a_second_row_staged_in_the_first_row_s_view(tmp_path):
     src = np.fromfile(rdir / "net_src.bin", F.NET_SRC_ADDR_DTYPE)
     assert dma["buf_ptr"].tolist() == ([DRAM, DRAM + 4096, DRAM] + [view0] * 8
                                        + [DRAM, view1])
-    assert src["dev_addr"].tolist() == [view0] * 8 + [view1, 0]
-    assert src["dst_rank"].tolist() == ranks[1:] + [-1]
-    assert src["complete"].tolist() == [1] * 9 + [0]  # one proxy leg per destination
+    assert src["dev_addr"].tolist() == [view0] * 8 + [view1, 0, 0]  # (terminator, EXEC_COMPLETE)
+    assert src["dst_rank"].tolist() == ranks[1:] + [-1, -1]
+    assert src["complete"].tolist() == [1] * 9 + [0, 0]  # one proxy leg per destination
     res = CliRunner().invoke(main, ["simulate", str(out)])
     assert res.exit_code == 0, res.output
     dma["buf_ptr"][12] = view0

@@ -649,10 +649,11 @@ def r2n_out(tmp_path_factory) -> Path:
     # send 1, recv_reduce_send 2, direct_copy_send 5, direct_recv_send 6 (FORMATS §3 leaf)
     assert int(np.isin(legs["leaf"], [1, 2, 5, 6]).sum()) == sending
     man = json.loads((out / "rank-0001" / "manifest.json").read_text())
-    assert man["fifo"] == [{"channel": 0, "ops": [0, 1], "src": [0, sending + 1],
+    # (and the block's EXEC_COMPLETE entry, record 13: FORMATS §8 "Basic blocks")
+    assert man["fifo"] == [{"channel": 0, "ops": [0, 1], "src": [0, sending + 2],
                             "dest": [0, 0]}]
     src = np.fromfile(out / "rank-0001" / "net_src.bin", F.NET_SRC_ADDR_DTYPE)
-    assert src["mark"].tolist() == [0] * sending + [1]
+    assert src["mark"].tolist() == [0] * sending + [1, 2]
     assert src["complete"][:sending].tolist() == [1] * sending
     assert (src["size"][:sending] == 4096 // n // 2 * 2).all()
     assert (src["dst_rank"][:sending] == order[order.index(1) + 1]).all()
@@ -693,16 +694,24 @@ def _to_recv_sema(a) -> None:
     ("net_ops.bin", _to_recv_sema, "inc_send_handshake", 0, "inc_send_handshake should be the INC "
      "window of this rank's semaphore 17 (channel 0 send_sema), not semaphore 16 (channel 0 "
      "recv_sema) of rank 1 (window 0x1800)"),
-    # net_src_addr (FORMATS §8.2): entries 0..11 of op 0, terminator 12
-    ("net_src.bin", _set("mark", 2, 12), "mark", 12, "mark 2: a FIFO entry is NET_TRANSFER (0) "
-     "or a NET_OP_COMPLETE (1) terminator"),
+    # net_src_addr (FORMATS §8.2): entries 0..11 of op 0, terminator 12, the block's
+    # EXEC_COMPLETE entry 13 (§8 "Basic blocks")
+    ("net_src.bin", _set("mark", 3, 12), "mark", 12, "mark 3: a FIFO entry is NET_TRANSFER (0), "
+     "a NET_OP_COMPLETE (1) terminator or a segment's EXEC_COMPLETE (2) entry"),
+    ("net_src.bin", _set("mark", 2, 12), "mark", 12, "an EXEC_COMPLETE entry right after "
+     "entries (records 0-11): their op is not closed by its NET_OP_COMPLETE terminator "
+     "(proxy_end_operation) before its block's segment ends"),
     ("net_src.bin", _set("net_op_idx", 1, 12), "net_op_idx", 12, "terminator net_op_idx should be "
-     "0, the op it closes (count of net_ops_info so far - 1), not 1"),
+     "0, the op it closes (count of its block's net_ops_info so far - 1), not 1"),
     ("net_src.bin", _set("size", 8, 12), "size", 12, "terminator size should be 0, not 8"),
-    ("net_src.bin", _set("mark", 0, 12), "mark", 12, "entries after the last terminator: the op "
-     "is not closed by a terminator (proxy_end_operation)"),
+    # (the terminator without its mark reads as a 0-byte entry, named there)
+    ("net_src.bin", _set("mark", 0, 12), "size", 12, "entry with size 0 or complete not 0/1 (a "
+     "terminator without its NET_OP_COMPLETE mark?)"),
     ("net_src.bin", _set("net_op_idx", 1), "net_op_idx", 0, "net_op_idx 1: ops appear in order, "
-     "each once, and the channel has 1"),
+     "each once, counted from 0 in each basic block, and block 0 has 1 on the channel (ops "
+     "0-0 of its net_ops.bin slice; FORMATS §8 \"Basic blocks\")"),
+    ("net_src.bin", _set("size", 8, 13), "size", 13, "EXEC_COMPLETE entry size should be 0, "
+     "not 8"),
     # (one entry's net_op_idx off, the others and the terminator 0: that entry is named,
     # review 57i; until 2026-12-07 `net_op_idx should be 0, its op's, not 1`)
     ("net_src.bin", _set("net_op_idx", 1, 5), "net_op_idx", 5, "net_op_idx 1 inside op 0: the "
@@ -710,8 +719,8 @@ def _to_recv_sema(a) -> None:
      "entries carry its index)"),
     ("net_src.bin", _set("complete", 0, 11), "complete", 11, "the last entry of an op does not "
      "have complete = 1"),
-], ids=["loop_size", "unrolled", "enc_channel", "send_sema", "mark", "term_idx", "term_size",
-        "unterminated", "op_order", "entry_idx", "last_complete"])
+], ids=["loop_size", "unrolled", "enc_channel", "send_sema", "mark", "exec_mark", "term_idx",
+        "term_size", "unterminated", "op_order", "exec_size", "entry_idx", "last_complete"])
 def test_one_field_of_a_net_fifo_is_refused_naming_it(r2n_out, tmp_path, name, fn, field,
                                                       record, why):
     out = copy(r2n_out, tmp_path)
@@ -1076,8 +1085,9 @@ def test_a_read_of_bytes_only_an_earlier_trigger_wrote_is_refused(tmp_path):
 
 def test_a_transfer_of_other_bytes_than_its_post_recv_is_refused(tmp_path):
     """A bf16 MESH all-reduce of 32768 elements over ranks 0 and 64 (two trn2 nodes, LNC 2):
-    FORMATS §8.2's example, rank 0's net_src.bin entry, entry, terminator(0), terminator(1)
-    and rank 64's net_dest.bin entry, terminator(0), entry, terminator(1), each transfer half
+    FORMATS §8.2's example, rank 0's net_src.bin entry, entry, terminator(0), terminator(1),
+    EXEC_COMPLETE(1) and rank 64's net_dest.bin entry, terminator(0), entry, terminator(1),
+    EXEC_COMPLETE(1), each transfer half
     the buffer (16384 elements, 32768 bytes). The first transfer made 2 bytes shorter and the
     second 2 bytes longer on both sides: the entry's total still matches its post_recv legs,
     the first post_recv (rank 64's first, 16384 elements) does not."""
@@ -1086,12 +1096,12 @@ def test_a_transfer_of_other_bytes_than_its_post_recv_is_refused(tmp_path):
                    out, algo="mesh", topology="trn2:nodes=2")
     p = out / "rank-0000" / "net_src.bin"
     src = np.fromfile(p, F.NET_SRC_ADDR_DTYPE)
-    assert src[["size", "mark"]].tolist() == [(32768, 0), (32768, 0), (0, 1), (0, 1)]
+    assert src[["size", "mark"]].tolist() == [(32768, 0), (32768, 0), (0, 1), (0, 1), (0, 2)]
     src["size"][:2] = [32766, 32770]
     src.tofile(p)
     q = out / "rank-0064" / "net_dest.bin"
     dst = np.fromfile(q, F.NET_DEST_ADDR_DTYPE)
-    assert dst[["size", "mark"]].tolist() == [(32768, 0), (0, 1), (32768, 0), (0, 1)]
+    assert dst[["size", "mark"]].tolist() == [(32768, 0), (0, 1), (32768, 0), (0, 1), (0, 2)]
     dst["size"][[0, 2]] = [32766, 32770]
     dst.tofile(q)
     rehash(out)

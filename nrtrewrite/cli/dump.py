@@ -54,8 +54,9 @@ COLUMNS: dict[str, tuple[str, ...]] = {
 }
 #: The rank manifest's ``fifo`` slice of each FIFO address file (docs/FORMATS.md §1.2) and the
 #: ``net_ops.bin`` column that counts its entries an op: dump shows a record's channel,
-#: ``channel``, from the slice that holds it (``net_op_idx`` counts the ops of that channel;
-#: ``net_ops.bin`` stores its channel, ``enc_channel``).
+#: ``channel``, from the slice that holds it (``net_op_idx`` counts the ops of that channel's
+#: basic block, from 0 in each block's segment, FORMATS §8 "Basic blocks"; ``net_ops.bin``
+#: stores its channel, ``enc_channel``).
 FIFO_SLICES = {"net_src.bin": (1, "tx_entry_cnt"), "net_dest.bin": (2, "rx_entry_cnt")}
 #: The legs.bin ``leaf_name`` column is never narrower than the longest leaf name
 #: (``direct_reduce_send_kangaring``, 28), so a piped table shows every name whole.
@@ -127,34 +128,49 @@ def _slices_split_ops(fifo: list[tuple[int, tuple[tuple[int, int], ...]]], files
     :class:`~nrtrewrite.artifacts.RecordFile`) also split them at their ops as FORMATS §8
     says, the part of ``simulate``'s checks that tells which channel a record is: each
     slice's ``net_ops.bin`` rows have the slice's channel as ``enc_channel``; a
-    ``net_src.bin`` or ``net_dest.bin`` slice holds NET_TRANSFER entries and NET_OP_COMPLETE
-    terminators only and ends with a terminator; each terminator closes the entries before
-    it (after the previous one), all of them and it with one ``net_op_idx`` k, a row of the
-    slice's ops (ascending) whose ``tx_entry_cnt`` (``rx_entry_cnt``) counts those entries.
+    ``net_src.bin`` or ``net_dest.bin`` slice is one segment per basic block (a run of the
+    slice's ops with one ``basic_block_id``) with an op whose ``tx_entry_cnt``
+    (``rx_entry_cnt``) > 0, in order, each of NET_TRANSFER entries and NET_OP_COMPLETE
+    terminators ending with a terminator, then one EXEC_COMPLETE entry whose ``net_op_idx``
+    is the block's last op (FORMATS §8 "Basic blocks"); each terminator closes the entries
+    before it (after the previous one), all of them and it with one ``net_op_idx`` k, op k
+    of the segment's block (counted from 0, ascending), whose count counts those entries.
     An :class:`NrtRewriteError` when a file cannot be read or changed since it was checked
     (``RecordFile.chunks``)."""
-    ops_all = _columns(files["net_ops.bin"], ("enc_channel", "tx_entry_cnt", "rx_entry_cnt"))
+    ops_all = _columns(files["net_ops.bin"], ("enc_channel", "basic_block_id", "tx_entry_cnt",
+                                              "rx_entry_cnt"))
     sides_all = {fname: _columns(files[fname], ("mark", "net_op_idx")) for fname in FIFO_SLICES}
     transfer, complete = int(NetAddrMark.NET_TRANSFER), int(NetAddrMark.NET_OP_COMPLETE)
+    exec_complete = int(NetAddrMark.EXEC_COMPLETE)
     for ch, slices in fifo:
         o0, on = slices[0]
         if (ops_all["enc_channel"][o0:o0 + on] != ch).any():
             return False
+        bb = ops_all["basic_block_id"][o0:o0 + on]
+        firsts = np.flatnonzero(np.append(True, bb[1:] != bb[:-1])) if on else np.zeros(0, int)
+        blocks = list(zip(firsts.tolist(), np.diff(np.append(firsts, on)).tolist()))
         for fname, (side, cnt) in FIFO_SLICES.items():
             first, count = slices[side]
-            if not count:
-                continue
+            counts = ops_all[cnt][o0:o0 + on]
+            segs = [(a, m) for a, m in blocks if counts[a:a + m].any()]
             mark = sides_all[fname]["mark"][first:first + count]
             idx = sides_all[fname]["net_op_idx"][first:first + count]  # (unsigned)
-            if not ((mark == transfer) | (mark == complete)).all() or mark[-1] != complete:
+            stops = np.flatnonzero(mark == exec_complete)  # each segment's last record
+            if (stops.size != len(segs) or (count and mark[-1] != exec_complete)
+                    or not ((mark == transfer) | (mark == complete)
+                            | (mark == exec_complete)).all()):
                 return False
-            ends = np.flatnonzero(mark == complete)   # each op's terminator
-            k = idx[ends]                              # the op each terminator closes
-            entries = np.diff(ends, prepend=-1) - 1    # the entries before each terminator
-            if ((k >= on).any() or (k[1:] <= k[:-1]).any()
-                    or (np.repeat(k, entries + 1) != idx).any()
-                    or (ops_all[cnt][o0:o0 + on][k] != entries).any()):
-                return False
+            for (a, m), lo, hi in zip(segs, np.append(-1, stops[:-1]) + 1, stops):
+                smark, sidx = mark[lo:hi], idx[lo:hi]
+                if not smark.size or smark[-1] != complete or idx[hi] != m - 1:
+                    return False
+                ends = np.flatnonzero(smark == complete)  # each op's terminator
+                k = sidx[ends]                             # the op each terminator closes
+                entries = np.diff(ends, prepend=-1) - 1    # the entries before each terminator
+                if ((k >= m).any() or (k[1:] <= k[:-1]).any()
+                        or (np.repeat(k, entries + 1) != sidx).any()
+                        or (counts[a:a + m][k] != entries).any()):
+                    return False
     return True
 
 

@@ -87,6 +87,10 @@ class ChannelState:
     ops: list = field(default_factory=list)  # net_ops_info records, one array per op
     #: per op, the SPAD entry (``spad_index``) it belongs to
     entry: list = field(default_factory=list)
+    #: per op, its basic block (``basic_block_id``) and its net_op_idx: its place among its
+    #: block's ops on the channel (docs/FORMATS.md §8 "Basic blocks")
+    block: list = field(default_factory=list)
+    idx: list = field(default_factory=list)
     #: per op, its net_src_addr / net_dest_addr entries (without terminator), or ``None``
     #: when the op has no legs in that FIFO (:meth:`fifo` adds the terminators of the ops
     #: of every entry whose FIFO exists)
@@ -103,28 +107,43 @@ class ChannelState:
         (docs/FORMATS.md §8 "Terminator"): a FIFO exists for a SPAD entry on the channel
         when the entry's ops carry at least one entry in it; then every op of that entry is
         closed by a terminator there (an op without entries by its terminator alone), and
-        the ops of an entry without entries in the FIFO have none."""
+        the ops of an entry without entries in the FIFO have none.
+
+        The file is one segment per basic block (the runtime's per-block
+        neuronStartNetworkProxy call): a block whose ops put any record here ends its
+        segment with one EXEC_COMPLETE entry (docs/FORMATS.md §8 "Basic blocks"); a block
+        without any has no segment."""
         per_op = self.src if side == "src" else self.dest
         has = self._exists(per_op)
         if not has:
             return []
         dtype, rank_field = ((F.NET_SRC_ADDR_DTYPE, "dst_rank") if side == "src"
                              else (F.NET_DEST_ADDR_DTYPE, "src_rank"))
-        term = _terminators(dtype, np.arange(len(per_op)), rank_field)
+        term = _terminators(dtype, self.idx, rank_field)
         out = []
+        used = False  # the current block's segment has records
         for k, entries in enumerate(per_op):
             if entries is not None:
                 out.append(entries)
             if self.entry[k] in has:
                 out.append(term[k:k + 1])
+                used = True
+            if used and (k + 1 == len(per_op) or self.block[k + 1] != self.block[k]):
+                out.append(_exec_complete(dtype, self.idx[k], rank_field))
+                used = False
         return out
 
     def fifo_count(self, side: str) -> int:
         """The number of records :meth:`fifo` gives (without building them)."""
         per_op = self.src if side == "src" else self.dest
         has = self._exists(per_op)
-        return (sum(a.size for a in per_op if a is not None)
-                + sum(1 for e in self.entry if e in has))
+        n, used = sum(a.size for a in per_op if a is not None), False
+        for k, e in enumerate(self.entry):
+            if e in has:
+                n, used = n + 1, True  # its terminator
+            if used and (k + 1 == len(self.entry) or self.block[k + 1] != self.block[k]):
+                n, used = n + 1, False  # the block's EXEC_COMPLETE entry
+        return n
 
     def _exists(self, per_op: list) -> set[int]:
         """The SPAD entries for which a FIFO (its ops' entries, :attr:`src` or
@@ -153,6 +172,9 @@ class EntryContext:
     #: (``Platform.hw_generation``; seed 000 §3.4)
     hw_generation: int
     sema_shift_offset: int = 0  # the entry's event window (mesh entries), net_ops_info+0
+    #: net_ops_info's variable_peer: the entry's ops resolve their peer per op (MESH and
+    #: RDH algo types), not the channel's fixed ring neighbour (docs/FORMATS.md §8.1)
+    variable_peer: int = 0
     #: peers (indices into ``peers``) of the entry handshake; None = every same-node peer.
     #: Must be symmetric across ranks: P in r's set exactly when r is in P's.
     sync_peers: list[int] | None = None
@@ -547,10 +569,12 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     tpinc = _tpinc_steps(lg, data)
     fifo = _fifo_records(b, bt, lg)
     b.tpinc_by_entry.update(tpinc)
-    for e, c, info, src, dest in fifo:
+    for e, c, info, src, dest, idx in fifo:
         st = b.state(c)
         st.ops.append(info)
         st.entry.append(ctxs[e].spad_index)
+        st.block.append(ctxs[e].subgraph_index)
+        st.idx.append(idx)
         st.src.append(src)
         st.dest.append(dest)
         if src is not None:
@@ -1054,15 +1078,19 @@ def _fifo_records(b: RankBuilder, bt: _Batch, lg: _Legs) -> list[tuple]:
     op_ch, op_e = seg_ch[op_seg].tolist(), seg_e[op_seg].tolist()
     op_of_leg = np.full(is_end.size, -1, np.int64)
     op_of_leg[net_legs] = op_of_net
-    # net_op_idx: the op's place among its channel's net_ops_info records
-    ops_so_far: dict[int, int] = {}  # channel -> its net_ops records, with this batch's
+    # net_op_idx: the op's place among its basic block's net_ops_info records of the
+    # channel (the runtime's per-block ops array, docs/FORMATS.md §8 "Basic blocks")
+    op_bb = [bt.ctxs[e].subgraph_index for e in op_e]
+    so_far: dict[int, tuple[int, int]] = {}  # channel -> (block, its ops so far)
     op_idx = []
-    for c in op_ch:
-        k = ops_so_far.get(c)
-        if k is None:
-            k = len(b.channels[c].ops) if c in b.channels else 0
+    for c, bb in zip(op_ch, op_bb):
+        last = so_far.get(c)
+        if last is None:
+            st = b.channels.get(c)
+            last = (st.block[-1], st.idx[-1] + 1) if st is not None and st.ops else (-1, 0)
+        k = last[1] if last[0] == bb else 0
         op_idx.append(k)
-        ops_so_far[c] = k + 1
+        so_far[c] = (bb, k + 1)
     op_idx = _ints(op_idx)
 
     # proxy_start_operation: the ops' net_ops_info records
@@ -1079,7 +1107,10 @@ def _fifo_records(b: RankBuilder, bt: _Batch, lg: _Legs) -> list[tuple]:
     info["initial_send_credits"] = F.NET_INITIAL_SEND_CREDITS
     info["ending_recv_credits"] = F.NET_ENDING_RECV_CREDITS
     info["data_type_sz"] = [SDMA_DATA_TYPE_SIZE[c.dtype] for c in ctxs]
-    info["basic_block_id"] = [c.subgraph_index for c in ctxs]
+    info["basic_block_id"] = op_bb
+    # the peer resolved per op (MESH and RDH: an op's entries name several peers), not
+    # the channel's fixed ring neighbour (docs/FORMATS.md §8.1)
+    info["variable_peer"] = [c.variable_peer for c in ctxs]
     info["func_rel_op_idx"] = [c.trigger for c in ctxs]
     info["unrolled_count"] = [c.groups for c in ctxs]
     info["enc_channel"] = op_ch
@@ -1099,7 +1130,8 @@ def _fifo_records(b: RankBuilder, bt: _Batch, lg: _Legs) -> list[tuple]:
         entries = _net_rx(bt, vt, me_core, rx_legs, start, stop, net_src, net_view)
         dest, info["rx_entry_cnt"] = _entries_by_op(F.NET_DEST_ADDR_DTYPE, rx_legs, op_of_leg,
                                                     op_idx, *entries)
-    return [(e, c, info[k:k + 1], src[k], dest[k]) for k, (e, c) in enumerate(zip(op_e, op_ch))]
+    return [(e, c, info[k:k + 1], src[k], dest[k], int(op_idx[k]))
+            for k, (e, c) in enumerate(zip(op_e, op_ch))]
 
 
 def _advance_counters(b: RankBuilder, seg_ch: np.ndarray, counts: np.ndarray,
@@ -1476,6 +1508,17 @@ def _terminators(dtype: np.dtype, op_idx, rank_field: str) -> np.ndarray:
     rec["net_op_idx"] = op_idx
     rec["size"] = 0
     rec["mark"] = int(NetAddrMark.NET_OP_COMPLETE)
+    rec[rank_field] = -1
+    return rec
+
+
+def _exec_complete(dtype: np.dtype, op_idx: int, rank_field: str) -> np.ndarray:
+    """The end of a basic block's FIFO segment: one entry with mark EXEC_COMPLETE,
+    net_op_idx = the block's last op (``op_idx``), size 0, the rank field -1, everything
+    else 0 (docs/FORMATS.md §8 "Basic blocks")."""
+    rec = np.zeros(1, dtype)
+    rec["net_op_idx"] = op_idx
+    rec["mark"] = int(NetAddrMark.EXEC_COMPLETE)
     rec[rank_field] = -1
     return rec
 

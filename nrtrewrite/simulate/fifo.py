@@ -3,7 +3,10 @@
 Per rank and channel with network traffic: the ``net_ops_info`` records (one per entry that
 uses the network on the channel, in entry order), the transmit entries (``net_src_addr``)
 and the receive entries (``net_dest_addr``), every op closed by a terminator in each of the
-two FIFOs that exists for its entry (the entry's ops carry an entry in it on the channel).
+two FIFOs that exists for its entry (the entry's ops carry an entry in it on the channel),
+each FIFO one segment per basic block with entries there, ``net_op_idx`` counting from 0 in
+each, each ended by an EXEC_COMPLETE entry (docs/FORMATS.md §8 "Basic blocks").  Ops are
+keyed by their index in the channel's ``net_ops.bin`` slice here.
 The transmit entries of an op pair positionally with the receive entries of the receiver's
 op for the same trigger; everything a pairing must agree on is checked here, so the engine
 only has to run the transfers (:class:`Transfer`) in FIFO order.
@@ -43,6 +46,13 @@ NET_INDEX_LOOP_SIZE = 512
 NET_INITIAL_SEND_CREDITS = 8
 NET_ENDING_RECV_CREDITS = 8
 OP_COMPLETE = int(NetAddrMark.NET_OP_COMPLETE)
+EXEC_COMPLETE = int(NetAddrMark.EXEC_COMPLETE)
+#: The algo types whose ops have variable_peer = 1 (FORMATS §8.1, written from the
+#: document: "MESH and RDH"; the mesh family's and both RDH types)
+VARIABLE_PEER = {int(a) for a in (EncAlgType.MESH, EncAlgType.SINGLE_STEP_MESH,
+                                  EncAlgType.TWO_STEP_POD_MESH, EncAlgType.LATENCY_OPT_MESH,
+                                  EncAlgType.BW_OPT_MESH, EncAlgType.INTRA_RDH,
+                                  EncAlgType.INTER_RDH)}
 
 
 @dataclass(slots=True)
@@ -103,6 +113,9 @@ class ChannelFifo:
     #: terminator); and per entry, its receive transfers
     rx_xfer: np.ndarray | None = None
     rx_xfers: dict[int, int] = field(default_factory=dict)
+    #: the channel's basic blocks, in order: (basic_block_id, first op, ops), a run of ops
+    #: with one basic_block_id each (FORMATS §8 "Basic blocks")
+    blocks: list[tuple[int, int, int]] = field(default_factory=list)
 
 
 def _slices(rf: RankFiles) -> dict[int, tuple[tuple[int, int], ...]]:
@@ -262,9 +275,17 @@ class FifoDecoder:
                 raise fail(k, f"sema_shift_offset should be {ent.sema_shift}, the entry's, not "
                               f"{int(op['sema_shift_offset'])}", "sema_shift_offset")
             for fld in ("early_send_completion", "early_recv_posting",
-                        "is_dynamic_send_recv_sz", "variable_peer", "add_to_histogram"):
+                        "is_dynamic_send_recv_sz", "add_to_histogram"):
                 if int(op[fld]) != 0:
                     raise fail(k, f"{fld} should be 0, not {int(op[fld])}", fld)
+            # FORMATS §8.1: 1 where the peer is resolved per op (MESH, RDH), 0 on the ring
+            # family's fixed neighbour
+            vp = int(ent.algo_type in VARIABLE_PEER)
+            if int(op["variable_peer"]) != vp:
+                raise fail(k, f"variable_peer should be {vp}, not {int(op['variable_peer'])}: "
+                              f"a {_ALG_NAMES.get(ent.algo_type, ent.algo_type)} op's peer is "
+                              + ("resolved per op" if vp else "the channel's fixed ring "
+                                 "neighbour") + " (FORMATS §8.1)", "variable_peer")
             for a, b in (("inc_send_handshake", "inc_send_complete"),
                          ("inc_recv_handshake", "inc_recv_complete")):
                 if int(op[a]) != int(op[b]):
@@ -323,6 +344,17 @@ class FifoDecoder:
                 raise fail(k, f"enc_channel should be {ch}, its FIFO's channel, not "
                               f"{int(op['enc_channel'])}",
                            "enc_channel")
+        # FORMATS §8 "Basic blocks": the channel's ops are one run per basic block, in block
+        # order (the triggers' order: subgraphs in the subgraphs list's order)
+        bb = f.ops["basic_block_id"].astype(np.int64)
+        starts = np.flatnonzero(np.append(True, bb[1:] != bb[:-1])) if bb.size else bb
+        runs = np.diff(np.append(starts, bb.size))
+        f.blocks = [(int(bb[a]), int(a), int(m)) for a, m in zip(starts, runs)]
+        for (b0, _a0, _m0), (b1, a1, _m1) in zip(f.blocks, f.blocks[1:]):
+            if b1 < b0:
+                raise fail(a1, f"basic_block_id {b1} after block {b0}: a channel's ops run "
+                               "block by block, in block order (FORMATS §8 \"Basic blocks\")",
+                           "basic_block_id")
 
     @staticmethod
     def _blame_op_index(ents: np.ndarray, term_idx: int, start: int, i: int, first0: int,
@@ -380,7 +412,13 @@ class FifoDecoder:
                                   f"its NET_OP_COMPLETE terminator){have}", "net_op_idx")
 
     def _groups(self, f: ChannelFifo, side: str) -> dict[int, tuple[int, int]]:
-        """Split a FIFO into per-op groups, each closed by an exact terminator."""
+        """Split a FIFO into per-op groups, each closed by an exact terminator; the groups
+        keyed by the op's index in the channel's ``net_ops.bin`` slice.
+
+        FORMATS §8 "Basic blocks": the FIFO is one segment per basic block of the channel
+        that has a transmit (receive) op, i.e. an op with ``tx_entry_cnt``
+        (``rx_entry_cnt``) > 0, in block order, each ending with one EXEC_COMPLETE entry;
+        ``net_op_idx`` counts the ops of its segment's block from 0."""
         recs = f.tx if side == "tx" else f.rx
         raw = f.tx_raw if side == "tx" else f.rx_raw
         name = "net_src.bin" if side == "tx" else "net_dest.bin"
@@ -393,16 +431,45 @@ class FifoDecoder:
                                    record=first0 + i, field=fld)
 
         groups: dict[int, tuple[int, int]] = {}
+        term_at: dict[int, int] = {}  # op -> its terminator's index in the FIFO
         i = 0
         n = recs.size
         prev = -1
-        # every terminator's record, once (review 57v: a scan of the rest of the FIFO per op
-        # for the next one made this ops x records)
+        # every terminator's and every EXEC_COMPLETE entry's record, once (review 57v: a
+        # scan of the rest of the FIFO per op for the next one made this ops x records)
         terms = np.flatnonzero(recs["mark"] == OP_COMPLETE)
+        execs = np.flatnonzero(recs["mark"] == EXEC_COMPLETE)
+        # the blocks with a segment here: an op of theirs has entries in this FIFO
+        cnts = f.ops[cnt_field]
+        segs = [blk for blk in f.blocks if cnts[blk[1]:blk[1] + blk[2]].any()]
+        op_entry = np.asarray(f.op_entry, np.int64)
+        uses = np.isin(op_entry, op_entry[cnts > 0])  # the op's entry has this FIFO
+        sb = 0  # the current segment's index in segs
+        seg_terms = 0  # terminators in the current segment so far
+        extra_exec = None  # an EXEC_COMPLETE entry past the segments (raised last)
+
+        def block_of(j):
+            """Segment j's block (basic_block_id, first op, ops); past the blocks with
+            entries here, the channel's next blocks (records there are terminators of ops
+            whose FIFO does not exist, named by the existence check below)."""
+            if j < len(segs):
+                return segs[j]
+            after = [blk for blk in f.blocks if not segs or blk[0] > segs[-1][0]]
+            j -= len(segs)
+            return after[j] if j < len(after) else None
+
         while i < n:
             start = i
             while i < n and int(recs["mark"][i]) == TRANSFER:
                 i += 1
+            blk = block_of(sb)
+            if blk is None:
+                raise fail(start, f"records after the last segment's EXEC_COMPLETE entry (mark "
+                                  f"{int(recs['mark'][start])}, net_op_idx "
+                                  f"{int(recs['net_op_idx'][start])}): {len(f.blocks)} basic "
+                                  "block(s) on the channel, each at most one segment (FORMATS "
+                                  "§8 \"Basic blocks\")", "mark")
+            bid, base, nb = blk
             if i >= n:
                 raise fail(n - 1, "entries after the last terminator: the op is not closed "
                                   "by a terminator (proxy_end_operation)", "mark")
@@ -417,22 +484,88 @@ class FifoDecoder:
                 hint = (" (a terminator without its NET_OP_COMPLETE mark?)"
                         if int(ents["size"][j]) == 0 and int(ents[rank_field][j]) == -1 else "")
                 raise fail(start + j, f"entry with size 0 or complete not 0/1{hint}", "size")
+            if int(term["mark"]) == EXEC_COMPLETE:
+                if i > start:
+                    raise fail(i, f"an EXEC_COMPLETE entry right after entries (records "
+                                  f"{first0 + start}-{first0 + i - 1}): their op is not closed "
+                                  "by its NET_OP_COMPLETE terminator (proxy_end_operation) "
+                                  "before its block's segment ends", "mark")
+                if sb >= len(segs) and extra_exec is None:
+                    extra_exec = fail(
+                        i, f"an EXEC_COMPLETE entry after the last segment: {len(segs)} basic "
+                           f"block(s) of the channel have ops with {name} entries "
+                           f"({cnt_field} > 0), each one segment (FORMATS §8 \"Basic "
+                           "blocks\")", "mark")
+                if not seg_terms:
+                    raise fail(i, f"an EXEC_COMPLETE entry closes block {bid}'s segment, which "
+                                  "holds no terminator: a segment holds its block's "
+                                  "terminators, then one EXEC_COMPLETE entry (FORMATS §8 "
+                                  "\"Basic blocks\")", "mark")
+                if int(term["net_op_idx"]) != nb - 1:
+                    raise fail(i, f"EXEC_COMPLETE net_op_idx should be {nb - 1}, block {bid}'s "
+                                  f"last op ({nb} op(s) on the channel, counted from 0), not "
+                                  f"{int(term['net_op_idx'])}", "net_op_idx")
+                if int(term["size"]) != 0:
+                    raise fail(i, f"EXEC_COMPLETE entry size should be 0, not "
+                                  f"{int(term['size'])}", "size")
+                if int(term[rank_field]) != -1:
+                    raise fail(i, f"EXEC_COMPLETE entry {rank_field} should be -1, not "
+                                  f"{int(term[rank_field])}", rank_field)
+                zero = np.ones(raw.shape[1], bool)
+                layout = F.NET_SRC_ADDR_DTYPE if side == "tx" else F.NET_DEST_ADDR_DTYPE
+                for kept in ("net_op_idx", "mark", rank_field):
+                    dt, at = layout.fields[kept][:2]
+                    zero[at:at + dt.itemsize] = False
+                if raw[i][zero].any():
+                    raise fail(i, "EXEC_COMPLETE entry has non-zero bytes besides net_op_idx, "
+                                  "mark and the rank field", "terminator")
+                sb, seg_terms, prev = sb + 1, 0, -1
+                i += 1
+                continue
             k = int(ents["net_op_idx"][0]) if ents.size else int(term["net_op_idx"])
             if int(term["mark"]) != OP_COMPLETE:
-                raise fail(i, f"mark {int(term['mark'])}: a FIFO entry is NET_TRANSFER (0) or a "
-                              "NET_OP_COMPLETE (1) terminator", "mark")
-            nxt = int(np.searchsorted(terms, i, side="right"))  # the next terminator after i
-            hi = int(recs["net_op_idx"][terms[nxt]]) if nxt < terms.size else int(f.ops.size)
+                raise fail(i, f"mark {int(term['mark'])}: a FIFO entry is NET_TRANSFER (0), a "
+                              "NET_OP_COMPLETE (1) terminator or a segment's EXEC_COMPLETE (2) "
+                              "entry", "mark")
+            restart = (prev >= 0 and int(term["net_op_idx"]) == 0
+                       and not ents["net_op_idx"].any())
+            if prev == nb - 1 or restart:
+                # the block's ops are all closed, or the records start over at op 0: where
+                # block bid's segment should have ended
+                raise fail(start, f"mark {int(recs['mark'][start])}, net_op_idx "
+                                  f"{int(recs['net_op_idx'][start])} after op {prev}'s "
+                                  f"terminator (record {first0 + start - 1}) of block {bid} "
+                                  f"({nb} op(s) on the channel): block {bid}'s segment should "
+                                  "end here with its EXEC_COMPLETE (2) entry, ops counting "
+                                  "from 0 in each block (FORMATS §8 \"Basic blocks\")", "mark")
+            # the op due next: the block's next op whose entry has this FIFO; records that
+            # carry its channel-wide index instead (the count before 2026-12-07) are named
+            due = next((j for j in range(prev + 1, nb) if uses[base + j]), None)
+            if base and due is not None and k == base + due and not (
+                    ents["net_op_idx"] != k).any() and int(term["net_op_idx"]) == k:
+                raise fail(start, f"net_op_idx {k} is op {due} of block {bid}'s index on the "
+                                  f"whole channel (op {base + due} of its net_ops.bin slice): "
+                                  f"it should be {due}, ops counting from 0 in each basic "
+                                  "block's segment (FORMATS §8 \"Basic blocks\")", "net_op_idx")
+            # the next terminator after i, if in this segment (before its EXEC_COMPLETE entry)
+            nxt = int(np.searchsorted(terms, i, side="right"))
+            nex = int(np.searchsorted(execs, i, side="right"))
+            hi = (int(recs["net_op_idx"][terms[nxt]]) if nxt < terms.size and (
+                nex >= execs.size or terms[nxt] < execs[nex]) else nb)
             self._blame_op_index(ents, int(term["net_op_idx"]), start, i, first0,
-                                 f.ops[cnt_field], cnt_field, fail, (prev, hi))
+                                 cnts[base:base + nb], cnt_field, fail, (prev, hi))
             if int(term["net_op_idx"]) != k:
                 raise fail(i, f"terminator net_op_idx should be {k}, the op it closes (count of "
-                              f"net_ops_info so far - 1), not {int(term['net_op_idx'])}",
-                           "net_op_idx")
-            if not prev < k < f.ops.size:
-                raise fail(start, f"net_op_idx {k}: ops appear in order, each once, and the "
-                                  f"channel has {f.ops.size}", "net_op_idx")
+                              f"its block's net_ops_info so far - 1), not "
+                              f"{int(term['net_op_idx'])}", "net_op_idx")
+            if not prev < k < nb:
+                raise fail(start, f"net_op_idx {k}: ops appear in order, each once, counted "
+                                  f"from 0 in each basic block, and block {bid} has {nb} on the "
+                                  f"channel (ops {base}-{base + nb - 1} of its net_ops.bin "
+                                  "slice; FORMATS §8 \"Basic blocks\")", "net_op_idx")
             prev = k
+            seg_terms += 1
+            k_rel, k = k, base + k
             if int(term["size"]) != 0:
                 raise fail(i, f"terminator size should be 0, not {int(term['size'])}", "size")
             if int(term[rank_field]) != -1:
@@ -454,9 +587,9 @@ class FifoDecoder:
                     f"terminator in {name}, not {int(f.ops[cnt_field][k])}", rank=f.rank,
                     channel=f.channel, artifact="net_ops.bin", record=f.ops_first + k,
                     field=cnt_field)
-            bad = np.flatnonzero(ents["net_op_idx"] != k)
+            bad = np.flatnonzero(ents["net_op_idx"] != k_rel)
             if bad.size:
-                raise fail(start + int(bad[0]), f"net_op_idx should be {k}, its op's, not "
+                raise fail(start + int(bad[0]), f"net_op_idx should be {k_rel}, its op's, not "
                                                 f"{int(ents['net_op_idx'][bad[0]])}", "net_op_idx")
             if ents.size and int(ents["complete"][-1]) != 1:
                 raise fail(i - 1, "the last entry of an op does not have complete = 1", "complete")
@@ -516,7 +649,15 @@ class FifoDecoder:
                                                 f"predecessor), not {int(peers[bad[0]])}",
                            rank_field)
             groups[k] = (start, i - start)
+            term_at[k] = i
             i += 1
+        if sb < len(segs):
+            bid = segs[sb][0]
+            raise fail(n - 1 if n else 0,
+                       f"the FIFO ends without block {bid}'s EXEC_COMPLETE entry: "
+                       f"{len(segs)} basic block(s) of the channel have ops with {name} "
+                       f"entries ({cnt_field} > 0), each one segment ending with one "
+                       "(FORMATS §8 \"Basic blocks\")", "mark")
         missing = [k for k in range(f.ops.size) if k not in groups]  # ops without entries
         for k in missing:
             if int(f.ops[cnt_field][k]):
@@ -545,13 +686,27 @@ class FifoDecoder:
                     "there), so proxy_end_operation closes every op of the entry there, an op "
                     "without entries by its terminator alone", rank=f.rank, channel=f.channel,
                     artifact=name,
-                    record=first0 + sum(c + 1 for j, (_s, c) in groups.items() if j < k),
+                    record=first0 + self._missing_at(f, term_at, k),
                     field="terminator")
             raise fail(groups[k][0] + groups[k][1],
                        f"op {k} has a terminator in the {which} FIFO, but its entry {e} carries "
                        "no entry there on this channel, so the FIFO does not exist for it and "
                        "holds no terminator of its ops", "terminator")
+        if extra_exec is not None:
+            raise extra_exec
         return groups
+
+    @staticmethod
+    def _missing_at(f: ChannelFifo, term_at: dict[int, int], k: int) -> int:
+        """Where op ``k``'s missing terminator belongs in a FIFO: after the terminator of
+        the op before it that has one, and after that op's segment's EXEC_COMPLETE entry
+        when that op is of an earlier block."""
+        before = [j for j in term_at if j < k]
+        if not before:
+            return 0
+        j = max(before)
+        block = {op: b for b, a, m in f.blocks for op in range(a, a + m)}
+        return term_at[j] + 1 + (block.get(j) != block.get(k))
 
     def _peers_fit(self, ent: Entry, ch: int, side: str, peers: np.ndarray) -> bool:
         """Whether an op of ``ent`` may have these peers on ``ch``: ranks of its trigger's

@@ -1,0 +1,229 @@
+"""The net-proxy FIFOs per basic block (docs/FORMATS.md §8 "Basic blocks", §8.1).
+
+The runtime hands the proxy each basic block's FIFOs in a call of its own
+(``neuronStartNetworkProxy(comm, stream, basic_block_id, net_ops_info_t[], n,
+net_src_addr_t[], n, net_dest_addr_t[], n)``, called by libnrt's init_network_proxy per
+block), asserts that the last entry of each address FIFO has mark EXEC_COMPLETE, and
+indexes the call's ops array with ``net_op_idx``.  So a channel's FIFO files are one segment
+per block with ops there, ``net_op_idx`` counting from 0 in each, each segment ending with
+an EXEC_COMPLETE entry (size 0, rank field -1, net_op_idx the block's last op).  And
+``variable_peer`` (net_ops_info +73) is 1 where the peer is resolved per op: MESH and RDH.
+
+The model: bf16 all-reduces of 2048 elements over [0, 128] of trn2:nodes=2 at LNC 1 (one
+rank on each node), one in subgraph sg00 (basic block 0), two in sg01 (block 1).  The
+expected records are worked out from FORMATS' tables and the algorithms' shapes, read with
+``struct`` at the tables' offsets (net_ops_info 96 bytes, net_src_addr 72, net_dest_addr 48),
+never from the emitter's dtypes or output.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nrtrewrite.neff.assembler import assemble_spec
+from test_mutation import Out, failure_text
+
+OPS, SRC, DEST = 96, 72, 48  # FORMATS §8.1, §8.2 record sizes
+ELEMS = 2048
+NBYTES = ELEMS * 2  # bf16
+
+
+def _model(tmp: Path, algo: str) -> Path:
+    def sg(name, n):
+        return {"name": name, "replica_groups": [[0, 128]],
+                "vars": [{"name": "i", "type": "input", "size": NBYTES},
+                         {"name": "o", "type": "output", "size": NBYTES}],
+                "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "i",
+                                                   "dst": "o", "num_elements": ELEMS}}] * n}}
+    from click.testing import CliRunner
+    from nrtrewrite.cli import main
+    neff = tmp / "m.neff"
+    neff.write_bytes(assemble_spec({"header": {"pkg_version": 2, "name": "m", "lnc_size": 1},
+                                    "subgraphs": [sg("sg00", 1), sg("sg01", 2)]}))
+    out = tmp / algo
+    res = CliRunner().invoke(main, ["lower", str(neff), "--topology", "trn2:nodes=2",
+                                    "--algo", algo, "-o", str(out), "--quiet"])
+    assert res.exit_code == 0, res.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def ring(tmp_path_factory) -> Path:
+    return _model(tmp_path_factory.mktemp("blocks"), "ring")
+
+
+@pytest.fixture(scope="module")
+def mesh(tmp_path_factory) -> Path:
+    return _model(tmp_path_factory.mktemp("blocks"), "mesh")
+
+
+def _files(out: Path, rank: int) -> tuple[bytes, bytes, bytes]:
+    d = out / f"rank-{rank:04d}"
+    return tuple((d / n).read_bytes() for n in ("net_ops.bin", "net_src.bin", "net_dest.bin"))
+
+
+def _ops(data: bytes) -> list[tuple]:
+    """(basic_block_id @76, variable_peer @73, func_rel_op_idx @80, tx_entry_cnt @40,
+    rx_entry_cnt @44) of every net_ops_info record."""
+    assert len(data) % OPS == 0
+    return [(struct.unpack_from("<I", data, i + 76)[0], data[i + 73],
+             struct.unpack_from("<I", data, i + 80)[0],
+             *struct.unpack_from("<II", data, i + 40)) for i in range(0, len(data), OPS)]
+
+
+def _recs(data: bytes, size: int, rank_at: int) -> list[tuple]:
+    """(net_op_idx @0, mark @36, size @32, rank field) of every FIFO record."""
+    assert len(data) % size == 0
+    return [(struct.unpack_from("<I", data, i)[0], struct.unpack_from("<I", data, i + 36)[0],
+             struct.unpack_from("<I", data, i + 32)[0],
+             struct.unpack_from("<i", data, i + rank_at)[0]) for i in range(0, len(data), size)]
+
+
+def _closing(size: int, op_idx: int, mark: int, rank_at: int) -> bytes:
+    """A terminator (mark 1) or EXEC_COMPLETE entry (mark 2) by hand: net_op_idx, size 0,
+    the mark, the rank field -1, every other byte 0."""
+    b = bytearray(size)
+    struct.pack_into("<I", b, 0, op_idx)
+    struct.pack_into("<I", b, 36, mark)
+    struct.pack_into("<i", b, rank_at, -1)
+    return bytes(b)
+
+
+def test_two_blocks_ring_fifo_bytes(ring):
+    """RING: one op per entry and channel, both FIFOs exist for every entry (the one peer is
+    across the network both ways), 2 (n - 1) = 2 chunks x 2 halves = 4 entries each way,
+    NBYTES in all (a 2-rank all-reduce sends the other half in the reduce-scatter and its
+    own in the all-gather).  Block 0: op 0; block 1: ops 1 and 2 of the channel, net_op_idx
+    0 and 1 in the block's segment.  Each segment ends with EXEC_COMPLETE (net_op_idx: the
+    block's last op, 0 and 1).  variable_peer 0: the ring's peer is its fixed neighbour."""
+    for rank, peer in ((0, 128), (128, 0)):
+        ops, src, dest = _files(ring, rank)
+        assert _ops(ops) == [(0, 0, 0, 4, 4), (1, 0, 1, 4, 4), (1, 0, 2, 4, 4)]
+        for data, size, rank_at in ((src, SRC, 48), (dest, DEST, 40)):
+            recs = _recs(data, size, rank_at)
+            want = ([(0, 0, peer)] * 4 + [(0, 1, -1), (0, 2, -1)]           # block 0
+                    + [(0, 0, peer)] * 4 + [(0, 1, -1)]                      # block 1, op 0
+                    + [(1, 0, peer)] * 4 + [(1, 1, -1), (1, 2, -1)])         # op 1, the end
+            assert [(k, m, r) for k, m, _s, r in recs] == want
+            for seg in (recs[0:4], recs[6:10], recs[11:15]):
+                assert sum(s for _k, _m, s, _r in seg) == NBYTES
+            for i, (k, m, _s, _r) in enumerate(recs):
+                if m:
+                    assert data[i * size:(i + 1) * size] == _closing(size, k, m, rank_at)
+
+
+def test_two_blocks_mesh_fifo_bytes(mesh):
+    """MESH (FORMATS §8 "Ops", the 2-rank case of test_fifo_terminators): two ops per entry,
+    the peer's half arriving (op a), then its reduced half (op a + 1); both sends in op a
+    (tx_entry_cnt 2, 0; rx_entry_cnt 1, 1), each NBYTES / 2.  Block 0: ops 0-1; block 1:
+    ops 2-5 of the channel, net_op_idx 0-3 in its segment.  variable_peer 1 on every op."""
+    half = NBYTES // 2
+    for rank, peer in ((0, 128), (128, 0)):
+        ops, src, dest = _files(mesh, rank)
+        assert _ops(ops) == [(0, 1, 0, 2, 1), (0, 1, 0, 0, 1), (1, 1, 1, 2, 1),
+                             (1, 1, 1, 0, 1), (1, 1, 2, 2, 1), (1, 1, 2, 0, 1)]
+        E, T = (lambda k: (k, 0, half, peer)), (lambda k, m=1: (k, m, 0, -1))
+        assert _recs(src, SRC, 48) == [E(0), E(0), T(0), T(1), T(1, 2),
+                                       E(0), E(0), T(0), T(1), E(2), E(2), T(2), T(3), T(3, 2)]
+        assert _recs(dest, DEST, 40) == [E(0), T(0), E(1), T(1), T(1, 2),
+                                         E(0), T(0), E(1), T(1), E(2), T(2), E(3), T(3),
+                                         T(3, 2)]
+        assert src[4 * SRC:5 * SRC] == _closing(SRC, 1, 2, 48)
+        assert dest[13 * DEST:] == _closing(DEST, 3, 2, 40)
+
+
+def _spoil_and_simulate(out: Path, tmp: Path, name: str, fn, drop: int = 0) -> str:
+    m = Out(out, tmp / "mut")
+    a = m.arr(0, name)
+    m.put(0, name, fn(a))
+    if drop:
+        key = {"net_src.bin": "src", "net_dest.bin": "dest"}[name]
+        m.edit_manifest(0, lambda man: man["fifo"][0][key].__setitem__(1, a.size - drop))
+    m.fix_manifest_counts(0)
+    return failure_text(m.simulate())
+
+
+# rank 0's ring FIFOs (test above): block 0's records 0-3 entries, 4 its terminator, 5 its
+# EXEC_COMPLETE entry; block 1's from record 6
+WHERE = "rank-0000: field {f}, rank 0, channel 0, artifact {n}, record {r}: "
+
+
+@pytest.mark.parametrize("name", ["net_src.bin", "net_dest.bin"])
+def test_simulate_refuses_a_missing_exec_complete_entry(ring, tmp_path, name):
+    """Block 0's EXEC_COMPLETE entry removed: block 1's first entry (net_op_idx 0) follows
+    op 0's terminator, where the segment should have ended."""
+    text = _spoil_and_simulate(ring, tmp_path, name,
+                               lambda a: np.concatenate([a[:5], a[6:]]), drop=1)
+    assert (WHERE.format(f="mark", n=name, r=5) + "mark 0, net_op_idx 0 after op 0's "
+            "terminator (record 4) of block 0 (1 op(s) on the channel): block 0's segment "
+            "should end here with its EXEC_COMPLETE (2) entry") in text, text
+
+
+@pytest.mark.parametrize("name", ["net_src.bin", "net_dest.bin"])
+def test_simulate_refuses_an_exec_complete_entry_made_a_terminator(ring, tmp_path, name):
+    """Block 0's EXEC_COMPLETE entry with mark NET_OP_COMPLETE (1): a second terminator of
+    op 0 where the segment ends."""
+    def spoil(a):
+        assert a["mark"][5] == 2
+        a["mark"][5] = 1
+        return a
+    text = _spoil_and_simulate(ring, tmp_path, name, spoil)
+    assert (WHERE.format(f="mark", n=name, r=5) + "mark 1, net_op_idx 0 after op 0's "
+            "terminator (record 4) of block 0") in text, text
+
+
+@pytest.mark.parametrize("name", ["net_src.bin", "net_dest.bin"])
+def test_simulate_refuses_block_one_counted_on_the_whole_channel(ring, tmp_path, name):
+    """Block 1's records with net_op_idx counted over the channel (ops 1 and 2, EXEC 2: what
+    was written until 2026-12-07): named at block 1's first record, 6."""
+    def spoil(a):
+        a["net_op_idx"][6:] += 1
+        return a
+    text = _spoil_and_simulate(ring, tmp_path, name, spoil)
+    assert (WHERE.format(f="net_op_idx", n=name, r=6) + "net_op_idx 1 is op 0 of block 1's "
+            "index on the whole channel (op 1 of its net_ops.bin slice): it should be 0")\
+        in text, text
+
+
+def test_simulate_refuses_a_last_exec_complete_entry_missing(ring, tmp_path):
+    """The file's last record (block 1's EXEC_COMPLETE entry) dropped."""
+    text = _spoil_and_simulate(ring, tmp_path, "net_dest.bin", lambda a: a[:-1], drop=1)
+    assert (WHERE.format(f="mark", n="net_dest.bin", r=15) + "the FIFO ends without block "
+            "1's EXEC_COMPLETE entry") in text, text
+
+
+def test_simulate_refuses_an_exec_complete_entry_with_a_wrong_op(ring, tmp_path):
+    """Block 1's EXEC_COMPLETE entry (record 16) naming op 0, not the block's last, 1."""
+    def spoil(a):
+        a["net_op_idx"][16] = 0
+        return a
+    text = _spoil_and_simulate(ring, tmp_path, "net_src.bin", spoil)
+    assert (WHERE.format(f="net_op_idx", n="net_src.bin", r=16) + "EXEC_COMPLETE net_op_idx "
+            "should be 1, block 1's last op") in text, text
+
+
+@pytest.mark.parametrize("algo, record, want", [("ring", 1, 0), ("mesh", 3, 1)])
+def test_simulate_refuses_variable_peer_against_the_pattern(ring, mesh, tmp_path, algo,
+                                                            record, want):
+    """FORMATS §8.1: variable_peer 1 for MESH (and RDH) ops, 0 for the ring family's."""
+    out = ring if algo == "ring" else mesh
+    m = Out(out, tmp_path / "mut")
+    m.edit(0, "net_ops.bin", lambda o: o["variable_peer"].__setitem__(record, 1 - want))
+    m.fix_manifest_counts(0)
+    text = failure_text(m.simulate())
+    assert (WHERE.format(f="variable_peer", n="net_ops.bin", r=record)
+            + f"variable_peer should be {want}, not {1 - want}") in text, text
+
+
+def test_the_outputs_simulate(ring, mesh):
+    from click.testing import CliRunner
+    from nrtrewrite.cli import main
+    for out in (ring, mesh):
+        res = CliRunner().invoke(main, ["simulate", str(out), "--json"])
+        assert res.exit_code == 0, res.output
+        assert json.loads(res.output)["error"] is None
