@@ -207,6 +207,32 @@ def test_simulate_refuses_an_exec_complete_entry_with_a_wrong_op(ring, tmp_path)
             "should be 1, block 1's last op") in text, text
 
 
+@pytest.mark.parametrize("name, byte, field", [
+    ("net_src.bin", 8, "dev_addr (bytes 8..15)"),
+    ("net_src.bin", 56, "dst_addr (bytes 56..63)"),
+    ("net_dest.bin", 4, "complete (bytes 4..7)"),
+    ("net_dest.bin", 44, "reserved_44 (bytes 44..47)")])
+def test_an_exec_complete_entrys_stray_byte_is_named_at_its_field(ring, tmp_path, name,
+                                                                  byte, field):
+    """Review 58p: a byte of block 0's EXEC_COMPLETE entry (record 5) other than net_op_idx,
+    mark and the rank field set was named at a field ``terminator``, which net_src_addr and
+    net_dest_addr do not have; FORMATS §8.2's offsets name it."""
+    def spoil(a):
+        a.view(np.uint8).reshape(a.size, -1)[5, byte] = 1
+        return a
+    text = _spoil_and_simulate(ring, tmp_path, name, spoil)
+    short = field.split(" ")[0]
+    assert (WHERE.format(f=short, n=name, r=5) + "EXEC_COMPLETE entry has non-zero bytes "
+            f"besides net_op_idx, mark and the rank field: {field} should be 0") in text, text
+
+
+def test_the_variable_peer_line_takes_an_before_a_vowel():
+    """Review 58p: 'a INTER_RDH op's peer'."""
+    from nrtrewrite.simulate.fifo import _article
+    assert [_article(w) for w in ("INTER_RDH", "INTRA_RDH", "MESH", "RING")] == [
+        "an INTER_RDH", "an INTRA_RDH", "a MESH", "a RING"]
+
+
 @pytest.mark.parametrize("algo, record, want", [("ring", 1, 0), ("mesh", 3, 1)])
 def test_simulate_refuses_variable_peer_against_the_pattern(ring, mesh, tmp_path, algo,
                                                             record, want):

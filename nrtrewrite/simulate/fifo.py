@@ -283,7 +283,8 @@ class FifoDecoder:
             vp = int(ent.algo_type in VARIABLE_PEER)
             if int(op["variable_peer"]) != vp:
                 raise fail(k, f"variable_peer should be {vp}, not {int(op['variable_peer'])}: "
-                              f"a {_ALG_NAMES.get(ent.algo_type, ent.algo_type)} op's peer is "
+                              f"{_article(_ALG_NAMES.get(ent.algo_type, ent.algo_type))} "
+                              "op's peer is "
                               + ("resolved per op" if vp else "the channel's fixed ring "
                                  "neighbour") + " (FORMATS §8.1)", "variable_peer")
             for a, b in (("inc_send_handshake", "inc_send_complete"),
@@ -511,14 +512,11 @@ class FifoDecoder:
                 if int(term[rank_field]) != -1:
                     raise fail(i, f"EXEC_COMPLETE entry {rank_field} should be -1, not "
                                   f"{int(term[rank_field])}", rank_field)
-                zero = np.ones(raw.shape[1], bool)
-                layout = F.NET_SRC_ADDR_DTYPE if side == "tx" else F.NET_DEST_ADDR_DTYPE
-                for kept in ("net_op_idx", "mark", rank_field):
-                    dt, at = layout.fields[kept][:2]
-                    zero[at:at + dt.itemsize] = False
-                if raw[i][zero].any():
+                stray = _stray_field(side, raw[i], rank_field)
+                if stray is not None:
                     raise fail(i, "EXEC_COMPLETE entry has non-zero bytes besides net_op_idx, "
-                                  "mark and the rank field", "terminator")
+                                  f"mark and the rank field: {stray[1]} should be 0",
+                               stray[0])
                 sb, seg_terms, prev = sb + 1, 0, -1
                 i += 1
                 continue
@@ -571,14 +569,10 @@ class FifoDecoder:
             if int(term[rank_field]) != -1:
                 raise fail(i, f"terminator {rank_field} should be -1, not {int(term[rank_field])}",
                            rank_field)
-            zero = np.ones(raw.shape[1], bool)
-            layout = F.NET_SRC_ADDR_DTYPE if side == "tx" else F.NET_DEST_ADDR_DTYPE
-            for kept in ("net_op_idx", "mark", rank_field):  # a terminator's non-zero fields
-                dt, at = layout.fields[kept][:2]
-                zero[at:at + dt.itemsize] = False
-            if raw[i][zero].any():
+            stray = _stray_field(side, raw[i], rank_field)
+            if stray is not None:
                 raise fail(i, "terminator has non-zero bytes besides net_op_idx, mark and the "
-                              "rank field", "terminator")
+                              f"rank field: {stray[1]} should be 0", stray[0])
             if ents.size != int(f.ops[cnt_field][k]):
                 # (named where the count is, op k's net_ops.bin record: until 2026-12-06 at
                 # the terminator's record of this FIFO, which has no such field)
@@ -1134,3 +1128,24 @@ def _first_reader(prog: RankProgram, lo: int, hi: int, rank: int, reg: np.ndarra
     if not hit.any():
         return None
     return int(R["leg"][sl][src][hit].min())
+
+
+def _stray_field(side: str, row: np.ndarray, rank_field: str) -> tuple[str, str] | None:
+    """The first field, by offset, of a terminator's or an EXEC_COMPLETE entry's bytes
+    ``row`` (``side`` "tx": net_src_addr, else net_dest_addr) that is not zero, but for
+    net_op_idx, mark and ``rank_field`` (FORMATS §8.2): its name and its bytes, e.g.
+    ``("dev_addr", "dev_addr (bytes 8..15)")``; None where every other byte is 0.  Until
+    2026-12-07 such a byte was named at a field ``terminator``, which neither record has."""
+    layout = F.NET_SRC_ADDR_DTYPE if side == "tx" else F.NET_DEST_ADDR_DTYPE
+    for name, (dt, at) in sorted(((n, v[:2]) for n, v in layout.fields.items()),
+                                 key=lambda item: item[1][1]):
+        if name in ("net_op_idx", "mark", rank_field):
+            continue
+        if row[at:at + dt.itemsize].any():
+            return name, f"{name} (bytes {at}..{at + dt.itemsize - 1})"
+    return None
+
+
+def _article(word: str) -> str:
+    """``word`` with its indefinite article: "an INTER_RDH", "a MESH"."""
+    return ("an " if str(word)[:1].upper() in "AEIOU" else "a ") + str(word)
