@@ -2223,3 +2223,52 @@ def test_a_single_cycle_bd_overwritten_by_a_copy_of_another_of_its_legs_is_named
         f"copy of sem.bin record {k + b} ({_SCR_KIND[kinds[b]]}): a SINGLE_CYCLE_RING {name} "
         f"leg (legs.bin record {i}) has each of its BDs once, in FORMATS §7's order, and lacks "
         f"{_SCR_KIND[kinds[a]]} here")
+
+
+def _single_cycle_inc(out: Path, role: int, remote: bool) -> tuple[int, int, int, int, int]:
+    """(rank, legs.bin record, sem.bin record, target rank, semaphore id) of the first
+    SINGLE_CYCLE_RING ring-leaf leg (its entry's spad.bin algo_type 4, FORMATS §2; leaves 1 -
+    9, §3) with an increment (subop 21, §7) by 1 of a ring block semaphore of ``role`` (16 +
+    4c + role) on another rank (``remote``) or its own, read by hand from sem.bin's address
+    (§10: EVT_SEM + (rank << 30) + the INC window + 4 x id)."""
+    for r in sorted(int(p.name[5:]) for p in out.glob("rank-*")):
+        sems = _sems(out, r)
+        for i, g in enumerate(_legs(out, r)):
+            if not 1 <= g["leaf"] <= 9 \
+                    or _get(out, r, "spad.bin", g["spad_index"] * SPAD + 1, "<B") & 0xF != ALG_SCR:
+                continue
+            for k in range(g["sem_first"], g["sem_first"] + g["sem_count"]):
+                ctrl, value, addr = sems[k]
+                rel = addr - EVT_SEM - INC_WINDOW
+                t, sid = rel >> 30, (rel & ((1 << 30) - 1)) // 4
+                if ctrl & 0xFF == 21 and 16 <= sid < 144 and (sid - 16) % 4 == role \
+                        and (t != r) == remote and rel & ((1 << 30) - 1) < 0x400:
+                    assert value == 1
+                    return r, i, k, t, sid
+    raise AssertionError("no such leg")
+
+
+@pytest.mark.parametrize("case, role, remote", [
+    ("flat", 0, True),   # the channel's next's recv_sema (a leaf that sends)
+    ("flat", 2, False),  # its own post_sema of the pair's other channel (the root)
+    ("hier", 2, False),
+])
+def test_a_single_cycle_legs_increment_by_2_is_named_at_its_value(
+        scr_out, hier_out, tmp_path, case, role, remote):
+    """A SINGLE_CYCLE_RING ring leg's increments are each by 1 (FORMATS §3.3: +1 on the
+    partner channel's post_sema, the ring's +1 on the next's recv_sema; §7): one made 2 is
+    named at sem.bin's value, as a RING leg's is (review 58n: the run failed elsewhere, a
+    race on the next rank or `semaphore ... left at 1`). Alike on a HIER inter_allr
+    SINGLE_CYCLE_RING leg (hier_out's entry 1; across nodes its sends increment its own
+    send_sema, already held to 1, so that case is its post_sema increment)."""
+    out = _copy(scr_out if case == "flat" else hier_out, tmp_path)
+    r, g, k, t, sid = _single_cycle_inc(out, role, remote)
+    _set(out, r, "sem.bin", k * BD + 4, "<I", 2)
+    name = {1: "send", 2: "recv_reduce_send", 3: "recv_reduce_copy", 4: "recv_reduce_copy_send",
+            5: "direct_copy_send", 6: "direct_recv_send", 7: "direct_recv",
+            8: "direct_copy"}[_legs(out, r)[g]["leaf"]]
+    assert _error_line(out) == (
+        f"{out / f'rank-{r:04d}'}: field value, rank {r}, artifact sem.bin, record {k}: "
+        f"increment of semaphore {sid} (channel {(sid - 16) // 4} "
+        f"{('recv_sema', '', 'post_sema')[role]}) of rank {t} by 2 is not part of the protocol "
+        f"for a {name} leg (legs.bin record {g}; FORMATS §3.2 - §3.4, §7)")

@@ -2767,11 +2767,12 @@ class RankDecoder:
                  w_recv | i_next | i_send | (~wait & peer_own & ~local)),
                 (lf_s == PEER_POST, ~wait & peer_own & ~local),
                 (lf_s == PEER_WAIT, wait & peer_own & local),
-                # SINGLE_CYCLE_RING (§3.3): recv_sema and post_sema of the entry's channels
+                # SINGLE_CYCLE_RING (§3.3): recv_sema and post_sema of the entry's channels,
+                # each increment by 1 (§3.3, §7; review 58n: one by 2 failed the run elsewhere)
                 (single & np.isin(lf_s, list(RING_LEAVES)),
                  (wait & local & ((b_role == ROLE_RECV) | (b_role == ROLE_POST)))
-                 | (~wait & ~local & (b_role == ROLE_RECV))
-                 | (~wait & local & (b_role == ROLE_POST)) | i_send),
+                 | (~wait & ~local & (b_role == ROLE_RECV) & one)
+                 | (~wait & local & (b_role == ROLE_POST) & one) | i_send),
             ]
             other_known = np.zeros(n, bool)
             for m, ok in known_by:
