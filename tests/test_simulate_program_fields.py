@@ -2272,3 +2272,28 @@ def test_a_single_cycle_legs_increment_by_2_is_named_at_its_value(
         f"increment of semaphore {sid} (channel {(sid - 16) // 4} "
         f"{('recv_sema', '', 'post_sema')[role]}) of rank {t} by 2 is not part of the protocol "
         f"for a {name} leg (legs.bin record {g}; FORMATS §3.2 - §3.4, §7)")
+
+
+@pytest.mark.parametrize("case, leaf", [("flat", 2), ("hier", 3)])
+def test_a_single_cycle_legs_first_wait_moved_to_another_channel_is_named_at_its_addr(
+        scr_out, hier_out, tmp_path, case, leaf):
+    """A SINGLE_CYCLE_RING leg with data first waits its own channel's recv_sema (16 + 4c,
+    FORMATS §3.3, §7), which its 0xBF word's wait_idx repeats (§4's row). Its sem.bin wait
+    moved 16 bytes on, to semaphore 20 + 4c (channel c + 1's recv_sema), the word untouched:
+    the word agrees with the leg's own channel, so the sem.bin record's addr is named
+    (review 58n: the untouched word was, `wait_idx should be 20, not 16`). The flat case a
+    recv_reduce_send (2), the HIER inter_allr leg's (a group of two) its root's
+    recv_reduce_copy (3)."""
+    out = _copy(scr_out if case == "flat" else hier_out, tmp_path)
+    r, g, k, c = _single_cycle_wait(out, leaf, 0, 0)
+    word = _get(out, r, "legs.bin", g * REC + 16, "<I")
+    assert _get(out, r, "sb2sb.bin", word * WORD + 5, "<B") == 16 + 4 * c
+    ctrl, value, addr = _sems(out, r)[k]
+    _set(out, r, "sem.bin", k * BD + 8, "<Q", addr + 16)
+    name = {2: "recv_reduce_send", 3: "recv_reduce_copy"}[leaf]
+    assert _error_line(out) == (
+        f"{out / f'rank-{r:04d}'}: field addr, rank {r}, artifact sem.bin, record {k}: wait of "
+        f"semaphore {20 + 4 * c} (channel {c + 1} recv_sema): a SINGLE_CYCLE_RING {name} leg "
+        f"of channel {c} first waits its own channel's semaphore {16 + 4 * c} (channel {c} "
+        f"recv_sema), as its 0xBF word (sb2sb.bin record {word}) carries (FORMATS §4, §7; "
+        f"legs.bin record {g})")

@@ -2329,6 +2329,21 @@ class RankDecoder:
                             f"{LEAF_NAMES[int(self.leaf[leg[j]])]} leg's waits are by 1, as its "
                             f"0xBF word (sb2sb.bin record {j}) carries (FORMATS §4, §7; legs.bin "
                             f"record {leg[j]})", "sem.bin", int(fw[j]), "value")
+        # and its first wait is its own channel's recv_sema or post_sema (FORMATS §4's row,
+        # §7): a word naming one of those where the first sem.bin wait is on another
+        # channel's semaphore is right, and the sem.bin record's addr is named (review 58n:
+        # the untouched word's wait_idx was)
+        widx = W["wait_idx"].astype(np.int64)
+        own = SEM_BASE + 4 * c
+        word_own = (widx == own + ROLE_RECV) | (widx == own + ROLE_POST)
+        sem_own = (want[1] == own + ROLE_RECV) | (want[1] == own + ROLE_POST)
+        j = _first(scr & word_own & ~sem_own)
+        if j is not None:
+            raise self.fail(f"wait of {sem_name(int(want[1][j]))}: a SINGLE_CYCLE_RING "
+                            f"{LEAF_NAMES[int(self.leaf[leg[j]])]} leg of channel {c[j]} first "
+                            f"waits its own channel's {sem_name(int(widx[j]))}, as its 0xBF word "
+                            f"(sb2sb.bin record {j}) carries (FORMATS §4, §7; legs.bin record "
+                            f"{leg[j]})", "sem.bin", int(fw[j]), "addr")
         for fld, w in zip(names, want):
             got = W[fld].astype(np.int64)
             bad = got != w
