@@ -762,15 +762,20 @@ def _swap_sems(out: Path, rank: int, a: int, b: int) -> None:
 def test_a_wait_after_an_increment_of_its_leg_is_refused(ring_out, tmp_path):
     """A leg's semaphore BDs are its waits, then its increments (FORMATS §7): a
     recv_reduce_send's wait on recv_sema moved after its first increment is refused (the
-    legs' waits all run before their increments either way, so nothing else tells)."""
+    legs' waits all run before their increments either way, so nothing else tells), naming
+    the increment now first, where the leg's one wait belongs (review 58n: until 2026-12-07
+    the wait after it, record k + 1, was named; on a two-wait leg that was the untouched
+    second wait)."""
     out = _copy(ring_out, tmp_path)
     leg = _first_leaf(out, 1, 2)
     g = _legs(out, 1)[leg]
     k = g["sem_first"]
     assert _sems(out, 1)[k][0] == WAIT_RECV and _sems(out, 1)[k + 1][0] & 0xFF == 0x15
     _swap_sems(out, 1, k, k + 1)
-    _refused(out, "rank-0001", "sem.bin", f"record {k + 1}",
-             "a wait after an increment (FORMATS §7: the wait first, then the increments)")
+    _refused(out, "rank-0001", "sem.bin", f"record {k}: an increment, of semaphore 19 "
+             "(channel 0 dma_compl_sema) of rank 1, among the first 1 BD(s) of its leg, where "
+             f"its waits belong (legs.bin record {leg}; FORMATS §7: the waits first, then the "
+             "increments)")
 
 
 def test_a_ring_wait_on_recv_sema_for_2_is_refused(ring_out, tmp_path):
@@ -2297,3 +2302,48 @@ def test_a_single_cycle_legs_first_wait_moved_to_another_channel_is_named_at_its
         f"of channel {c} first waits its own channel's semaphore {16 + 4 * c} (channel {c} "
         f"recv_sema), as its 0xBF word (sb2sb.bin record {word}) carries (FORMATS §4, §7; "
         f"legs.bin record {g})")
+
+
+def test_a_single_cycle_legs_first_wait_swapped_with_its_increment_names_the_increment(
+        scr_out, tmp_path):
+    """A SINGLE_CYCLE_RING recv_reduce_copy_send (4) has its two waits (recv_sema, post_sema)
+    then its increments, the first on its own dma_compl_sema (19 + 4c) (FORMATS §7). Its
+    first wait and that increment swapped: the increment, now at the leg's first BD where a
+    wait belongs, is named (review 58n: `a wait after an increment` named the leg's second
+    wait, untouched)."""
+    out = _copy(scr_out, tmp_path)
+    r, g, k, c = _single_cycle_wait(out, 4, 0, 0)
+    sems = _sems(out, r)
+    assert [s[0] & 0xFF for s in sems[k:k + 3]] == [20, 20, 21]
+    assert sems[k + 2][2] == EVT_SEM + (r << 30) + INC_WINDOW + 4 * (19 + 4 * c)
+    _swap_sems(out, r, k, k + 2)
+    assert _error_line(out) == (
+        f"{out / f'rank-{r:04d}'}: field ctrl.subop, rank {r}, artifact sem.bin, record {k}: an "
+        f"increment, of semaphore {19 + 4 * c} (channel {c} dma_compl_sema) of rank {r}, among "
+        f"the first 2 BD(s) of its leg, where its waits belong (legs.bin record {g}; FORMATS "
+        f"§7: the waits first, then the increments)")
+
+
+@pytest.mark.parametrize("leaf", [17, 20])
+def test_a_mesh_legs_first_wait_swapped_with_its_increment_names_the_increment(
+        mesh2dev_out, tmp_path, leaf):
+    """Rank 0's mesh_reduce (17) and mesh_sync (20) of mesh2dev_out wait two events, then
+    increment their own channel's dma_compl_sema (19 + 4c) first (FORMATS §7). The first wait
+    and that increment swapped: the increment, now at the leg's first BD, is named (review
+    58n: `a wait after an increment` named the second wait, untouched)."""
+    out = _copy(mesh2dev_out, tmp_path)
+    sems = _sems(out, 0)
+    for g, leg in enumerate(_legs(out, 0)):
+        k = leg["sem_first"]
+        if leg["leaf"] == leaf and [s[0] & 0xFF for s in sems[k:k + 3]] == [20, 20, 21]:
+            break
+    else:
+        raise AssertionError("no such leg")
+    c = leg["channel"]
+    assert sems[k + 2][2] == EVT_SEM + INC_WINDOW + 4 * (19 + 4 * c)
+    _swap_sems(out, 0, k, k + 2)
+    assert _error_line(out) == (
+        f"{out / 'rank-0000'}: field ctrl.subop, rank 0, artifact sem.bin, record {k}: an "
+        f"increment, of semaphore {19 + 4 * c} (channel {c} dma_compl_sema) of rank 0, among "
+        f"the first 2 BD(s) of its leg, where its waits belong (legs.bin record {g}; FORMATS "
+        f"§7: the waits first, then the increments)")

@@ -2822,9 +2822,17 @@ class RankDecoder:
         if n > 1:
             self._check_single_cycle_copies(leg, single & np.isin(lf_s, list(RING_LEAVES)),
                                             wait, local, b_role, val)
-            self.check((leg[1:] == leg[:-1]) & wait[1:] & ~wait[:-1], "a wait after an "
-                       "increment (FORMATS §7: the wait first, then the increments)", "sem.bin",
-                       "ctrl.subop", base=1)
+            # an increment standing among the leg's first (its count of waits) BDs is out of
+            # order, and was moved there (review 58n: naming the wait after it named a
+            # SINGLE_CYCLE_RING or MESH leg's second, untouched, wait when the first wait and
+            # an increment were swapped)
+            cnt = L["sem_count"].astype(np.int64)
+            pos = np.arange(n) - (np.cumsum(cnt) - cnt)[leg]
+            n_wait = np.bincount(leg[wait], minlength=self.n_legs)[leg]
+            self.check(~wait & (pos < n_wait), lambda i: f"an increment, of "
+                       f"{sem_name(int(sid[i]))} of rank {trank[i]}, among the first {n_wait[i]} "
+                       f"BD(s) of its leg, where its waits belong (legs.bin record {leg[i]}; "
+                       "FORMATS §7: the waits first, then the increments)", "sem.bin", "ctrl.subop")
             # a SINGLE_CYCLE_RING leg's two waits: its recv_sema, then its post_sema (FORMATS
             # §7; review 57i: swapped, the 0xBF word's wait_idx, untouched, was named)
             # a leg with another count of such waits is left to the BD kind counts below
