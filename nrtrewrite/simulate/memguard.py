@@ -166,12 +166,16 @@ def held_floor(op_kind: str, group_size: int, src: tuple[int, int] | None,
     the legs' temporaries, which the element-by-element count leaves out (measured:
     ``node64`` with the default options held 0.8 % more than the bare figure besides its
     decoded programs, docs/SIMULATOR.md §3 "Memory")."""
-    if op_kind == "ALLGATHER":
-        held = operand_floor(group_size, src, dst, same_var)
-    else:
-        held = group_size * max((span[1] for span in (src, dst) if span is not None),
-                                default=0)
+    held = held_bare(op_kind, group_size, src, dst, same_var)
     return held + held // IN_FLIGHT
+
+
+def held_bare(op_kind: str, group_size: int, src: tuple[int, int] | None,
+              dst: tuple[int, int] | None, same_var: bool) -> int:
+    """:func:`held_floor` without the eighth in flight: the operand bytes themselves."""
+    if op_kind == "ALLGATHER":
+        return operand_floor(group_size, src, dst, same_var)
+    return group_size * max((span[1] for span in (src, dst) if span is not None), default=0)
 
 
 @dataclass(frozen=True)
@@ -180,7 +184,8 @@ class Floor:
     (``inputs``) and what its test data and reference hold besides, while an input is made
     (``making``) and while an output is checked (``checking``,
     :func:`~nrtrewrite.simulate.testdata.reference_bytes`); ``held``, its operands held at
-    once (:func:`held_floor`; None: ``bytes``, every operand byte at once)."""
+    once (:func:`held_floor`; None: ``bytes``, every operand byte at once), of which
+    ``flight`` the eighth more for the bytes in flight (:data:`IN_FLIGHT`)."""
 
     trigger: int
     label: str
@@ -190,6 +195,7 @@ class Floor:
     making: int = 0
     checking: int = 0
     held: int | None = None
+    flight: int = 0
 
     @property
     def operands(self) -> int:
@@ -201,6 +207,18 @@ class Floor:
         """The most the trigger holds at once: its held operands while an output is
         checked, or its inputs while the last input is made."""
         return max(self.operands + self.checking, self.inputs + self.making)
+
+    def parts(self) -> str:
+        """What :attr:`total` counts, at its moment, as the refusal words it: while an
+        output is checked, the operands held (less the bytes in flight), those in flight and
+        the test data and reference; while the inputs are made (the larger moment), the
+        inputs and their making."""
+        if self.operands + self.checking >= self.inputs + self.making:
+            flight = f", {gib(self.flight)} more in flight" if self.flight else ""
+            return (f"while an output is checked ({gib(self.operands - self.flight)} of input "
+                    f"and output{flight}, {gib(self.checking)} of test data and reference)")
+        return (f"while its inputs are made ({gib(self.inputs)} of input, "
+                f"{gib(self.making)} of test data and reference)")
 
 
 def largest_floor(floors) -> Floor | None:
@@ -223,7 +241,8 @@ def floors_of_plan(plan) -> list[Floor]:
         same = t.src.var_id == t.dst.var_id
         out.append(Floor(t.ordinal, label, n, operand_floor(n, src, dst, same),
                          operand_floor(n, src, None, False), *ref,
-                         held=held_floor(t.op.name, n, src, dst, same)))
+                         held=held_floor(t.op.name, n, src, dst, same),
+                         flight=held_bare(t.op.name, n, src, dst, same) // IN_FLIGHT))
     return out
 
 
@@ -256,7 +275,8 @@ def floors_of_specs(specs, layout) -> list[Floor]:
         out.append(Floor(t.ordinal, t.label(), n,
                          operand_floor(n, spans[0], spans[1], same),
                          operand_floor(n, spans[0], None, False), *ref,
-                         held=held_floor(t.op, n, spans[0], spans[1], same)))
+                         held=held_floor(t.op, n, spans[0], spans[1], same),
+                         flight=held_bare(t.op, n, spans[0], spans[1], same) // IN_FLIGHT))
     return out
 
 
@@ -272,8 +292,7 @@ def check_operands_fit(floors, *, file: str, available=None) -> None:
     if worst.total > avail:
         err = ResourceError(
             f"cannot be simulated on this machine: {worst.label} holds {gib(worst.total)} at "
-            f"once ({gib(worst.operands)} of input and output, the rest its test data and "
-            f"reference), more than the {gib(avail)} of memory available "
+            f"once {worst.parts()}, more than the {gib(avail)} of memory available "
             f"({source}); simulate it on a machine with more memory, or pass "
             "--no-memory-check to try anyway",
             file=file, trigger=worst.trigger)
@@ -323,5 +342,6 @@ class MemoryGuard:
             "it)", file=file, trigger=trigger)
 
 
-__all__ = ["available_bytes", "operand_floor", "held_floor", "floors_of_plan", "floors_of_specs",
+__all__ = ["available_bytes", "operand_floor", "held_floor", "held_bare", "floors_of_plan",
+           "floors_of_specs",
            "check_operands_fit", "MemoryGuard", "Floor", "largest_floor", "RESERVE_BYTES"]
