@@ -762,20 +762,15 @@ def _swap_sems(out: Path, rank: int, a: int, b: int) -> None:
 def test_a_wait_after_an_increment_of_its_leg_is_refused(ring_out, tmp_path):
     """A leg's semaphore BDs are its waits, then its increments (FORMATS §7): a
     recv_reduce_send's wait on recv_sema moved after its first increment is refused (the
-    legs' waits all run before their increments either way, so nothing else tells), naming
-    the increment now first, where the leg's one wait belongs (review 58n: until 2026-12-07
-    the wait after it, record k + 1, was named; on a two-wait leg that was the untouched
-    second wait)."""
+    legs' waits all run before their increments either way, so nothing else tells)."""
     out = _copy(ring_out, tmp_path)
     leg = _first_leaf(out, 1, 2)
     g = _legs(out, 1)[leg]
     k = g["sem_first"]
     assert _sems(out, 1)[k][0] == WAIT_RECV and _sems(out, 1)[k + 1][0] & 0xFF == 0x15
     _swap_sems(out, 1, k, k + 1)
-    _refused(out, "rank-0001", "sem.bin", f"record {k}: an increment, of semaphore 19 "
-             "(channel 0 dma_compl_sema) of rank 1, among the first 1 BD(s) of its leg, where "
-             f"its waits belong (legs.bin record {leg}; FORMATS §7: the waits first, then the "
-             "increments)")
+    _refused(out, "rank-0001", "sem.bin", f"record {k + 1}",
+             "a wait after an increment (FORMATS §7: the wait first, then the increments)")
 
 
 def test_a_ring_wait_on_recv_sema_for_2_is_refused(ring_out, tmp_path):
@@ -2319,9 +2314,9 @@ def test_a_single_cycle_legs_first_wait_swapped_with_its_increment_names_the_inc
     _swap_sems(out, r, k, k + 2)
     assert _error_line(out) == (
         f"{out / f'rank-{r:04d}'}: field ctrl.subop, rank {r}, artifact sem.bin, record {k}: an "
-        f"increment, of semaphore {19 + 4 * c} (channel {c} dma_compl_sema) of rank {r}, among "
-        f"the first 2 BD(s) of its leg, where its waits belong (legs.bin record {g}; FORMATS "
-        f"§7: the waits first, then the increments)")
+        f"increment, of semaphore {19 + 4 * c} (channel {c} dma_compl_sema) of rank {r}, before "
+        f"its leg's wait at sem.bin record {k + 2} (legs.bin record {g}; FORMATS §7: the waits "
+        f"first, then the increments)")
 
 
 @pytest.mark.parametrize("leaf", [17, 20])
@@ -2344,6 +2339,28 @@ def test_a_mesh_legs_first_wait_swapped_with_its_increment_names_the_increment(
     _swap_sems(out, 0, k, k + 2)
     assert _error_line(out) == (
         f"{out / 'rank-0000'}: field ctrl.subop, rank 0, artifact sem.bin, record {k}: an "
-        f"increment, of semaphore {19 + 4 * c} (channel {c} dma_compl_sema) of rank 0, among "
-        f"the first 2 BD(s) of its leg, where its waits belong (legs.bin record {g}; FORMATS "
-        f"§7: the waits first, then the increments)")
+        f"increment, of semaphore {19 + 4 * c} (channel {c} dma_compl_sema) of rank 0, before "
+        f"its leg's wait at sem.bin record {k + 2} (legs.bin record {g}; FORMATS §7: the waits "
+        f"first, then the increments)")
+
+
+def test_a_single_cycle_legs_first_wait_copied_over_a_later_increment_names_the_copy(
+        scr_out, tmp_path):
+    """The same recv_reduce_copy_send (waits recv_sema, post_sema; increments dma_compl_sema,
+    the next's recv_sema or its own send_sema, post_sema: FORMATS §7) with its first wait
+    copied over its fourth BD: the leg waits, waits, increments, waits; the copy (a BD that
+    repeats another of its leg), the lone wait after an increment, is named, not the
+    untouched dma_compl_sema increment before it (what counting the leg's waits would
+    name)."""
+    out = _copy(scr_out, tmp_path)
+    r, g, k, c = _single_cycle_wait(out, 4, 0, 0)
+    sems = _sems(out, r)
+    assert _legs(out, r)[g]["sem_count"] == 5
+    assert [s[0] & 0xFF for s in sems[k:k + 5]] == [20, 20, 21, 21, 21]
+    p = _file(out, r, "sem.bin")
+    data = bytearray(p.read_bytes())
+    data[(k + 3) * BD:(k + 4) * BD] = data[k * BD:(k + 1) * BD]
+    p.write_bytes(bytes(data))
+    assert _error_line(out) == (
+        f"{out / f'rank-{r:04d}'}: field ctrl.subop, rank {r}, artifact sem.bin, record "
+        f"{k + 3}: a wait after an increment (FORMATS §7: the wait first, then the increments)")

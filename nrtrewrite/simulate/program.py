@@ -2822,17 +2822,36 @@ class RankDecoder:
         if n > 1:
             self._check_single_cycle_copies(leg, single & np.isin(lf_s, list(RING_LEAVES)),
                                             wait, local, b_role, val)
-            # an increment standing among the leg's first (its count of waits) BDs is out of
-            # order, and was moved there (review 58n: naming the wait after it named a
-            # SINGLE_CYCLE_RING or MESH leg's second, untouched, wait when the first wait and
-            # an increment were swapped)
-            cnt = L["sem_count"].astype(np.int64)
-            pos = np.arange(n) - (np.cumsum(cnt) - cnt)[leg]
-            n_wait = np.bincount(leg[wait], minlength=self.n_legs)[leg]
-            self.check(~wait & (pos < n_wait), lambda i: f"an increment, of "
-                       f"{sem_name(int(sid[i]))} of rank {trank[i]}, among the first {n_wait[i]} "
-                       f"BD(s) of its leg, where its waits belong (legs.bin record {leg[i]}; "
-                       "FORMATS §7: the waits first, then the increments)", "sem.bin", "ctrl.subop")
+            # a leg's waits come before its increments (FORMATS §7); out of order, the BD
+            # named is the one edited where that can be told: a BD that repeats another of
+            # its leg (a copy), else a lone wait after an increment (a wait moved or copied
+            # there), else the first increment before a wait (a wait swapped with an
+            # increment: review 58n, naming the wait after it named a SINGLE_CYCLE_RING or
+            # MESH leg's second, untouched, wait)
+            pos = np.arange(n)
+            first_inc = np.full(self.n_legs, n, np.int64)
+            np.minimum.at(first_inc, leg[~wait], pos[~wait])
+            last_wait = np.full(self.n_legs, -1, np.int64)
+            np.maximum.at(last_wait, leg[wait], pos[wait])
+            out_of_order = np.flatnonzero(first_inc < last_wait)
+            if out_of_order.size:
+                g = int(out_of_order[0])
+                its = np.flatnonzero(leg == g).tolist()
+                incs = [i for i in its if not wait[i] and i < last_wait[g]]
+                waits = [i for i in its if wait[i] and i > first_inc[g]]
+                Sm = self.a["sem.bin"]
+                bd = {i: tuple(Sm[i].tolist()) for i in its}
+                copies = [i for i in sorted(incs + waits)
+                          if any(bd[j] == bd[i] for j in its if j != i)]
+                i = copies[0] if copies else waits[0] if len(waits) == 1 else incs[0]
+                if wait[i]:
+                    why = ("a wait after an increment (FORMATS §7: the wait first, then the "
+                           "increments)")
+                else:
+                    why = (f"an increment, of {sem_name(int(sid[i]))} of rank {trank[i]}, before "
+                           f"its leg's wait at sem.bin record {last_wait[g]} (legs.bin record {g}; "
+                           "FORMATS §7: the waits first, then the increments)")
+                raise self.fail(why, "sem.bin", i, "ctrl.subop")
             # a SINGLE_CYCLE_RING leg's two waits: its recv_sema, then its post_sema (FORMATS
             # §7; review 57i: swapped, the 0xBF word's wait_idx, untouched, was named)
             # a leg with another count of such waits is left to the BD kind counts below
