@@ -5,6 +5,8 @@ a newline, as before (docs/CLI.md "explain --json").
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 
 import pytest
@@ -130,6 +132,43 @@ def test_explain_json_holds_one_trigger_record_at_a_time(in_memory, monkeypatch)
     assert alive == [0] * len(alive)
 
 
+class FullAfter(io.RawIOBase):
+    """An unnamed file of 5,000 bytes' room: a write past it writes what fits, then raises
+    ENOSPC (as FileIO over a full disk); a read gives at most ``read_at_most`` bytes (one
+    read(2) may give fewer than asked)."""
+
+    def __init__(self, read_at_most: int = 1 << 62):
+        self.data = bytearray()
+        self.pos = 0
+        self.read_at_most = read_at_most
+
+    def writable(self):
+        return True
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def write(self, b):
+        room = 5000 - len(self.data)
+        if room <= 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.data += bytes(b)[:room]
+        return min(room, len(b))
+
+    def seek(self, pos, whence=0):
+        self.pos = pos
+        return pos
+
+    def readinto(self, b):
+        n = min(len(b), self.read_at_most, len(self.data) - self.pos)
+        b[:n] = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return n
+
+
 def test_explain_json_goes_on_in_memory_where_no_temporary_file_can_be_written(monkeypatch):
     """No temporary folder (``temp_root`` raising), or the file failing part way through (a
     full disk after 5,000 bytes): the texts stay in memory, the document is whole."""
@@ -149,42 +188,7 @@ def test_explain_json_goes_on_in_memory_where_no_temporary_file_can_be_written(m
     res = cli("explain", "--json", FIX / "mix8.neff")
     assert (res.exit_code, res.stdout) == (0, whole)
 
-    import io
     import tempfile
-
-    class FullAfter(io.RawIOBase):
-        """An unnamed file of 5,000 bytes' room: a write past it writes what fits, then
-        raises ENOSPC (as FileIO over a full disk)."""
-
-        def __init__(self):
-            self.data = bytearray()
-            self.pos = 0
-
-        def writable(self):
-            return True
-
-        def readable(self):
-            return True
-
-        def seekable(self):
-            return True
-
-        def write(self, b):
-            room = 5000 - len(self.data)
-            if room <= 0:
-                raise OSError(errno.ENOSPC, "No space left on device")
-            self.data += bytes(b)[:room]
-            return min(room, len(b))
-
-        def seek(self, pos, whence=0):
-            self.pos = pos
-            return pos
-
-        def readinto(self, b):
-            n = min(len(b), len(self.data) - self.pos)
-            b[:n] = self.data[self.pos:self.pos + n]
-            self.pos += n
-            return n
 
     files = []
 
@@ -205,8 +209,6 @@ def test_a_full_disk_after_a_short_read_back_still_gives_the_whole_document(monk
     0x7ffff000 a call, so a spool past 2 GiB): the rest was dropped, a cut document with
     exit 0.  A file whose reads give at most 1,000 bytes and whose disk is full after
     5,000: the document is whole, ``json.dumps(doc, indent=2)``."""
-    import errno
-    import io
     import tempfile
 
     import nrtrewrite.cli.explain as ex
@@ -214,46 +216,10 @@ def test_a_full_disk_after_a_short_read_back_still_gives_the_whole_document(monk
     assert res.exit_code == 0, res.output
     whole = json.dumps(json.loads(res.stdout), indent=2) + "\n"
 
-    class ShortReads(io.RawIOBase):
-        def __init__(self):
-            self.data, self.pos = bytearray(), 0
-
-        def writable(self):
-            return True
-
-        def readable(self):
-            return True
-
-        def seekable(self):
-            return True
-
-        def write(self, b):
-            room = 5000 - len(self.data)
-            if room <= 0:
-                raise OSError(errno.ENOSPC, "No space left on device")
-            self.data += bytes(b)[:room]
-            return min(room, len(b))
-
-        def seek(self, pos, whence=0):
-            self.pos = pos
-            return pos
-
-        def readinto(self, b):
-            n = min(len(b), 1000, len(self.data) - self.pos)
-            b[:n] = self.data[self.pos:self.pos + n]
-            self.pos += n
-            return n
-
-        def read(self, n=-1):
-            n = min(1000, len(self.data) - self.pos) if n < 0 else min(n, 1000)
-            out = bytes(self.data[self.pos:self.pos + n])
-            self.pos += len(out)
-            return out
-
     files = []
 
     def temporary_file(*a, **kw):
-        files.append(ShortReads())
+        files.append(FullAfter(read_at_most=1000))
         return files[-1]
     monkeypatch.setattr(ex, "SPOOL_IN_MEMORY", 1)
     monkeypatch.setattr(tempfile, "TemporaryFile", temporary_file)
