@@ -169,8 +169,11 @@ def test_simulator_refuses_a_transmit_terminator_for_an_entry_without_transmits(
     (rdir / "manifest.json").write_text(json.dumps(man))
     m.fix_manifest_counts(0)
     text = failure_text(m.simulate())
-    assert ("op 1 has a terminator in the transmit FIFO, but its entry 1 carries no entry there "
-            "on this channel") in text, text
+    # op 1 of the channel is op 0 of block 1, as the FIFO numbers it (closing reading 58v:
+    # until 2026-12-07 "op 1" alone, at a field "terminator" no record has)
+    assert ("field mark, rank 0, channel 0, artifact net_src.bin" in text
+            and "op 0 of block 1 (op 1 of its net_ops.bin slice) has a terminator in the "
+            "transmit FIFO, but its entry 1 carries no entry there on this channel") in text, text
 
 
 def test_simulator_refuses_a_missing_terminator(xmesh, tmp_path):
@@ -185,7 +188,9 @@ def test_simulator_refuses_a_missing_terminator(xmesh, tmp_path):
     (rdir / "manifest.json").write_text(json.dumps(man))
     m.fix_manifest_counts(0)
     text = failure_text(m.simulate())
-    assert "op 1 has no terminator in the transmit FIFO" in text
+    assert "op 1 of block 0 (op 1 of its net_ops.bin slice) has no terminator in the transmit " \
+        "FIFO" in text, text
+    assert "field mark, rank 0, channel 0, artifact net_src.bin, record 3:" in text, text
 
 
 def test_simulator_refuses_terminators_in_a_fifo_without_entries(xmesh, tmp_path):
@@ -201,8 +206,8 @@ def test_simulator_refuses_terminators_in_a_fifo_without_entries(xmesh, tmp_path
     (rdir / "manifest.json").write_text(json.dumps(man))
     m.fix_manifest_counts(0)
     text = failure_text(m.simulate())
-    assert ("op 0 has a terminator in the transmit FIFO, but its entry 0 carries no entry "
-            "there on this channel") in text, text
+    assert ("op 0 of block 0 (op 0 of its net_ops.bin slice) has a terminator in the "
+            "transmit FIFO, but its entry 0 carries no entry there on this channel") in text, text
 
 
 def test_simulator_refuses_an_extra_terminator(xmesh, tmp_path):

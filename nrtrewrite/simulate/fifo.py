@@ -673,19 +673,23 @@ class FifoDecoder:
         if bad.size:
             k = int(bad[0])
             e = int(op_entry[k])
+            # the op as the FIFO numbers it, from 0 in its block (FORMATS §8 "Basic blocks"),
+            # and as the channel's net_ops.bin slice does
+            bid, a = next((b, a) for b, a, m in f.blocks if a <= k < a + m)
+            opname = f"op {k - a} of block {bid} (op {k} of its net_ops.bin slice)"
             if exists[k]:
                 raise SimulationError(
-                    f"op {k} has no terminator in the {which} FIFO ({name}): the FIFO "
+                    f"{opname} has no terminator in the {which} FIFO ({name}): the FIFO "
                     f"exists for its entry {e} on the channel (the entry's ops carry entries "
                     "there), so proxy_end_operation closes every op of the entry there, an op "
                     "without entries by its terminator alone", rank=f.rank, channel=f.channel,
                     artifact=name,
                     record=first0 + self._missing_at(f, term_at, k),
-                    field="terminator")
+                    field="mark")
             raise fail(groups[k][0] + groups[k][1],
-                       f"op {k} has a terminator in the {which} FIFO, but its entry {e} carries "
-                       "no entry there on this channel, so the FIFO does not exist for it and "
-                       "holds no terminator of its ops", "terminator")
+                       f"{opname} has a terminator in the {which} FIFO, but its entry {e} "
+                       "carries no entry there on this channel, so the FIFO does not exist for "
+                       "it and holds no terminator of its ops", "mark")
         if extra_exec is not None:
             raise extra_exec
         return groups

@@ -2667,7 +2667,7 @@ class RankDecoder:
         BDs (its sem_count unchanged; the emitter writes no BD twice in a leg): of the two
         equal BDs, the one standing where FORMATS §7's order puts a kind the leg lacks is
         named, at its addr, with that kind, where only one of the two places fits one
-        (since 2026-12-07, fixer 58c: legs.bin sem_count, the 0xBF word or a BD after it
+        (until 2026-12-07, fixer 58c: legs.bin sem_count, the 0xBF word or a BD after it
         was named; RING legs named the BD). A leg with a third wait is left to that check,
         and a dma_compl_sema increment gained or lost where the rank still has one a leg (a
         BD moved between two legs) to the counts' check."""
