@@ -246,3 +246,45 @@ def test_an_empty_record_spool_is_an_empty_list():
     doc = {"model": "m", "triggers": _RecordSpool(), "skipped_triggers": [0, 1]}
     assert "".join(_json_pieces(doc, "triggers")) == json.dumps(
         {"model": "m", "triggers": [], "skipped_triggers": [0, 1]}, indent=2) + "\n"
+
+
+class _FailingReads(FullAfter):
+    """A temporary file with room for all, whose third read raises EIO (``eio``) or whose
+    reads end after 2,000 bytes (an early end)."""
+
+    def __init__(self, eio: bool):
+        super().__init__()
+        self.eio, self.reads = eio, 0
+
+    def write(self, b):
+        self.data += bytes(b)
+        return len(b)
+
+    def readinto(self, b):
+        self.reads += 1
+        if self.eio and self.reads == 3:
+            raise OSError(errno.EIO, "Input/output error")
+        if not self.eio and self.pos >= 2000:
+            return 0
+        return super().readinto(b[:1000])
+
+
+@pytest.mark.parametrize("eio", [True, False])
+def test_a_temporary_file_that_cannot_be_read_back_is_the_error_document_alone(
+        eio, monkeypatch):
+    """Closing reading 58w: the records' temporary file was copied to stdout after the
+    document's head, so a read failing part way (an I/O error) left a cut document before
+    the error document, reported as a bug (exit 70).  The file is read through before the
+    first byte: stdout is the error document alone, status 71 (the machine's, CLI.md
+    "Errors"), naming the file's read."""
+    import tempfile
+
+    import nrtrewrite.cli.explain as ex
+    monkeypatch.setattr(ex, "SPOOL_IN_MEMORY", 1)
+    monkeypatch.setattr(tempfile, "TemporaryFile", lambda *a, **kw: _FailingReads(eio))
+    res = cli("explain", "--json", FIX / "mix8.neff")
+    assert res.exit_code == 71, res.output
+    doc = json.loads(res.stdout)  # one document, nothing before it
+    want = ("could not be read back (Input/output error)" if eio
+            else "gave back 2000 of the")
+    assert doc["triggers"] == [] and want in doc["error"], doc

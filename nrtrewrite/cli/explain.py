@@ -33,8 +33,8 @@ from nrtrewrite.cli import (ALGO_TWICE, MAX_INT_DIGITS, Int, JsonErrorCommand, O
 from nrtrewrite.cli.lower import unverified_hash_warning, warn
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.emit.address import build_memory_map
-from nrtrewrite.errors import (LimitError, NrtRewriteError, ValidationError, counted,
-                               cut_middle, did_you_mean, escape_path, path_text)
+from nrtrewrite.errors import (LimitError, NrtRewriteError, ResourceError, ValidationError,
+                               counted, cut_middle, did_you_mean, escape_path, path_text)
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Operand
 from nrtrewrite.policy import DEFAULT_POLICY, Policy, fmt_bytes
@@ -1022,9 +1022,13 @@ class _RecordSpool:
             while got < self.on_disk:
                 n = fh.readinto(view[got:self.on_disk])
                 if not n:
-                    raise OSError(f"the temporary file of explain --json's records gave back "
-                                  f"{got} of the {self.on_disk} bytes written to it")
+                    raise ResourceError(f"explain --json's temporary file of its records gave "
+                                        f"back {got} of the {self.on_disk} bytes written to it; "
+                                        "nothing was written")
                 got += n
+        except OSError as e:
+            raise ResourceError(f"explain --json's temporary file of its records could not be "
+                                f"read back ({e.strerror or e}); nothing was written") from e
         finally:
             view.release()
             fh.close()
@@ -1032,15 +1036,38 @@ class _RecordSpool:
         self.on_disk = 0
         return whole
 
+    def check_readable(self) -> None:
+        """The temporary file read through once, before the document's first byte is
+        written: a read that fails (an I/O error) or a file that ends early is then a
+        :class:`ResourceError` (status 71) and stdout the error document alone, where it
+        would come after a cut document from :meth:`write_to` (closing reading 58w); the
+        copy then reads what the page cache holds."""
+        if self.file is None:
+            return
+        buf, got = bytearray(self._CHUNK), 0
+        try:
+            self.file.seek(0)
+            while got < self.on_disk and (n := self.file.readinto(buf)):
+                got += n
+        except OSError as e:
+            raise ResourceError(f"explain --json's temporary file of its records could not be "
+                                f"read back ({e.strerror or e}); nothing was written") from e
+        if got < self.on_disk:
+            raise ResourceError(f"explain --json's temporary file of its records gave back {got} "
+                                f"of the {self.on_disk} bytes written to it; nothing was written")
+
     def write_to(self, out) -> None:
         """Everything held written through the :class:`nrtrewrite.cli.WholeWriter` ``out``:
-        the file's bytes a chunk at a time into one buffer, then the parts in memory."""
+        the file's bytes a chunk at a time into one buffer, then the parts in memory
+        (:meth:`check_readable` read the file through before the document began)."""
         if self.file is not None:
             buf = bytearray(self._CHUNK)
             view = memoryview(buf)
             self.file.seek(0)
-            while n := self.file.readinto(buf):
-                out.write_bytes(view[:n])
+            left = self.on_disk
+            while left and (n := self.file.readinto(buf)):
+                out.write_bytes(view[:min(n, left)])
+                left -= min(n, left)
         for data in self.parts:
             out.write_bytes(data)
 
@@ -1352,7 +1379,9 @@ def explain_cmd(model, rank, topology, algo, host_cc, as_json, only, show_all, n
         # an error meanwhile (out of memory) is then the error document alone, not one
         # after a cut document
         try:
-            echo_whole_pieces(list(_json_pieces(out, "triggers")))
+            pieces = list(_json_pieces(out, "triggers"))
+            spool.check_readable()
+            echo_whole_pieces(pieces)
         finally:
             spool.close()
         return
