@@ -12,8 +12,8 @@ FIXTURE_SPECS := $(sort $(wildcard fixtures/*.yaml fixtures/bad/*.yaml))
 #: regenerates one.
 GOLDEN_FIXTURES ?= $(sort $(basename $(notdir $(wildcard fixtures/*.yaml))))
 #: make golden: options given to every `python -m nrtrewrite.golden` (GOLDEN_FLAGS=
-#: --no-memory-check simulates node64 on a machine with less memory available than its
-#: 5.0 GiB floor, which the guard weighs; the run itself peaks at about 5 GiB)
+#: --no-memory-check skips the guard, which weighs node64's 5.0 GiB floor; the run itself
+#: peaks at about 5 GiB, so with less available it is likely killed, not faster)
 GOLDEN_FLAGS ?=
 #: ranks kept in the golden output of the large fixtures (all ranks for the others)
 GOLDEN_RANKS_node64 := --rank 0 --rank 1 --rank 63
@@ -62,8 +62,8 @@ fixtures:
 
 ## golden: regenerate fixtures/golden/<name>.tar.gz of every fixtures/<name>.yaml, the lowered
 ##         outputs the tests diff against (each simulated first; GOLDEN_FIXTURES=name: one);
-##         minutes, and about 5 GiB of memory for node64 (GOLDEN_FLAGS=--no-memory-check
-##         to try with less than its 5.0 GiB floor)
+##         minutes, and about 5 GiB of memory for node64 (its 5.0 GiB floor is near its
+##         peak: GOLDEN_FLAGS=--no-memory-check skips the guard, little use with less)
 golden:
 	$(ENSURE_VENV)
 	mkdir -p fixtures/golden
