@@ -253,3 +253,42 @@ def test_the_outputs_simulate(ring, mesh):
         res = CliRunner().invoke(main, ["simulate", str(out), "--json"])
         assert res.exit_code == 0, res.output
         assert json.loads(res.output)["error"] is None
+
+
+def _table(out: Path, name: str) -> dict[str, list[str]]:
+    """The cells of ``name``'s rich table of rank 0, piped (CliRunner is no terminal), by
+    header."""
+    from click.testing import CliRunner
+    from nrtrewrite.cli import main
+    res = CliRunner().invoke(main, ["dump", str(out / "rank-0000" / name), "--limit", "0"])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert "…" not in res.output and max(map(len, lines)) <= 240  # no header cut (CLI.md)
+    head = next(i for i, line in enumerate(lines) if line.startswith("┃"))
+    keys = [h.strip() for h in lines[head].split("┃")[1:-1]]
+    rows = [[c.strip() for c in line.split("│")[1:-1]]
+            for line in lines[head + 2:] if line.startswith("│")]
+    return {k: [r[j] for r in rows] for j, k in enumerate(keys)}
+
+
+@pytest.mark.parametrize("algo, blocks, vp", [
+    ("ring", [0, 1, 1], "0"),                 # op 0 in block 0; ops 1, 2 in block 1
+    ("mesh", [0, 0, 1, 1, 1, 1], "1"),        # ops 0-1 in block 0; ops 2-5 in block 1
+])
+def test_the_net_ops_table_shows_each_ops_basic_block(ring, mesh, algo, blocks, vp):
+    """Fixer 58x: net_op_idx counts from 0 in each block's segment, so the text view of
+    net_ops.bin shows basic_block_id (and variable_peer, FORMATS §8.1: 1 for MESH, 0 for
+    RING), else a FIFO record's net_op_idx 0 names no row.  The block ids are the
+    subgraphs' (sg00: one all-reduce, sg01: two; RING one op each, MESH two), worked out in
+    the docstrings above; the FIFO record after block 0's EXEC_COMPLETE entry has
+    net_op_idx 0 of block 1: net_ops row len(block 0's ops)."""
+    out = {"ring": ring, "mesh": mesh}[algo]
+    ops = _table(out, "net_ops.bin")
+    assert ops["#"] == [str(i) for i in range(len(blocks))]
+    assert ops["basic_block_id"] == [str(b) for b in blocks]
+    assert ops["variable_peer"] == [vp] * len(blocks)
+    src = _table(out, "net_src.bin")
+    after = src["mark_name"].index("EXEC_COMPLETE") + 1
+    assert src["net_op_idx"][after] == "0"
+    row = ops["basic_block_id"].index("1")  # block 1's first op
+    assert row == blocks.count(0)

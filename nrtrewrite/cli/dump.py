@@ -44,7 +44,10 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "cce.bin": ("meta", "meta_idx", "op_name", "last", "in_dtype_name", "out_dtype_name",
                 "acc_dtype_name", "valid", "length", "num_sources", "reduction_type"),
     "sem.bin": ("subop_name", "role", "remote", "gen", "value", "addr"),
-    "net_ops.bin": ("enc_channel", "func_rel_op_idx", "tx_entry_cnt", "rx_entry_cnt",
+    # basic_block_id beside enc_channel: a FIFO record's net_op_idx counts from 0 in its
+    # channel's block (FIFO_SLICES), so the table names the block of each op.
+    "net_ops.bin": ("enc_channel", "basic_block_id", "func_rel_op_idx", "variable_peer",
+                    "tx_entry_cnt", "rx_entry_cnt",
                     "initial_send_credits", "ending_recv_credits", "net_idx_loop_size",
                     "inc_send_handshake", "inc_recv_handshake"),
     "net_src.bin": ("channel", "net_op_idx", "complete", "dev_addr", "size", "mark_name",
@@ -61,8 +64,9 @@ FIFO_SLICES = {"net_src.bin": (1, "tx_entry_cnt"), "net_dest.bin": (2, "rx_entry
 #: The legs.bin ``leaf_name`` column is never narrower than the longest leaf name
 #: (``direct_reduce_send_kangaring``, 28), so a piped table shows every name whole.
 LEAF_NAME_WIDTH = max(len(leaf.name) for leaf in Leaf)
-#: Columns of a piped or redirected table: the widest, of legs.bin, needs about 200 (a
-#: 4-digit row number and the longest leaf name); rich draws a table no wider than it needs.
+#: Columns of a piped or redirected table: the widest, of net_ops.bin, needs 206 and its row
+#: number's digits (legs.bin about 207 with a 4-digit row number and the longest leaf name;
+#: a stored u64 enc_channel of 20 digits, 9 more); rich draws a table no wider than it needs.
 PIPED_WIDTH = 240
 #: The most rows of one rich table on a terminal (``paged_tables``): a longer ``--limit``
 #: prints its rows as consecutive tables of this many.
