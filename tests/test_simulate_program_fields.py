@@ -1946,17 +1946,23 @@ def test_a_mesh_legs_event_word_moved_off_the_events_is_named(mesh_out, tmp_path
         f"wait_idx should be {sid}, not {off} "), line
 
 
+def _first_recv_reduce_copy_send(out: Path) -> tuple[int, int, dict]:
+    """(rank, legs.bin record, the record) of the first recv_reduce_copy_send leg (leaf 4)
+    of ``out``, the ranks in order."""
+    for r in range(4):
+        legs = [i for i, g in enumerate(_legs(out, r)) if g["leaf"] == 4]
+        if legs:
+            return r, legs[0], _legs(out, r)[legs[0]]
+    raise AssertionError(f"{out}: no recv_reduce_copy_send leg")
+
+
 def test_a_single_cycle_legs_two_waits_swapped_are_named_in_sem_bin(scr_out, tmp_path):
     """A SINGLE_CYCLE_RING recv_reduce_copy_send (4) waits its channel's recv_sema (16 + 4c),
     then its post_sema (18 + 4c) (FORMATS §3.3, §7). The two sem.bin records swapped (review
     57i b43): the first is named (until 2026-12-07 the 0xBF word's wait_idx, untouched,
     `wait_idx should be 18, not 16`)."""
     out = _copy(scr_out, tmp_path)
-    for r in range(4):
-        legs = [i for i, g in enumerate(_legs(out, r)) if g["leaf"] == 4]
-        if legs:
-            break
-    g = _legs(out, r)[legs[0]]
+    r, leg, g = _first_recv_reduce_copy_send(out)
     k = g["sem_first"]
     c = g["channel"]
     sems = _sems(out, r)
@@ -1967,7 +1973,7 @@ def test_a_single_cycle_legs_two_waits_swapped_are_named_in_sem_bin(scr_out, tmp
     assert _error_line(out) == (
         f"{out / f'rank-{r:04d}'}: field addr, rank {r}, artifact sem.bin, record {k}: wait "
         f"of semaphore {18 + 4 * c} (channel {c} post_sema) first: a SINGLE_CYCLE_RING "
-        f"recv_reduce_copy_send leg (legs.bin record {legs[0]}) waits its recv_sema, then its "
+        f"recv_reduce_copy_send leg (legs.bin record {leg}) waits its recv_sema, then its "
         f"post_sema (FORMATS §7), and its next wait (sem.bin record {k + 1}) is on semaphore "
         f"{16 + 4 * c} (channel {c} recv_sema)")
 
@@ -1980,11 +1986,7 @@ def test_a_single_cycle_legs_increment_made_a_copy_of_its_first_wait_is_named(
     wait, standing where the increment belongs, is named (since 2026-12-07's order check the
     untouched post_sema wait was named `first`)."""
     out = _copy(scr_out, tmp_path)
-    for r in range(4):
-        legs = [i for i, g in enumerate(_legs(out, r)) if g["leaf"] == 4]
-        if legs:
-            break
-    g = _legs(out, r)[legs[0]]
+    r, leg, g = _first_recv_reduce_copy_send(out)
     k = g["sem_first"]
     c = g["channel"]
     sems = _sems(out, r)
@@ -1997,7 +1999,7 @@ def test_a_single_cycle_legs_increment_made_a_copy_of_its_first_wait_is_named(
     assert _error_line(out) == (
         f"{out / f'rank-{r:04d}'}: field ctrl.subop, rank {r}, artifact sem.bin, record "
         f"{k + 2}: a third wait, of semaphore {16 + 4 * c} (channel {c} recv_sema): a "
-        f"SINGLE_CYCLE_RING recv_reduce_copy_send leg (legs.bin record {legs[0]}) waits its "
+        f"SINGLE_CYCLE_RING recv_reduce_copy_send leg (legs.bin record {leg}) waits its "
         f"recv_sema, then its post_sema, and then increments (FORMATS §7)")
 
 
@@ -2008,13 +2010,9 @@ def test_a_single_cycle_legs_first_wait_value_changed_in_sem_bin_is_named_there(
     word's semaphore_value at 1, so the word is right and the sem.bin record is named
     (review 57o: the untouched word was, `semaphore_value should be 2, not 1`)."""
     out = _copy(scr_out, tmp_path)
-    for r in range(4):
-        legs = [i for i, g in enumerate(_legs(out, r)) if g["leaf"] == 4]
-        if legs:
-            break
-    g = _legs(out, r)[legs[0]]
+    r, leg, g = _first_recv_reduce_copy_send(out)
     k = g["sem_first"]
-    word = _get(out, r, "legs.bin", legs[0] * REC + 16, "<I")
+    word = _get(out, r, "legs.bin", leg * REC + 16, "<I")
     assert _sems(out, r)[k][0] & 0xFF == 20 and _sems(out, r)[k][1] == 1
     assert _get(out, r, "sb2sb.bin", word * WORD + 8, "<I") == 1
     _set(out, r, "sem.bin", k * BD + 4, "<I", 2)
@@ -2022,7 +2020,7 @@ def test_a_single_cycle_legs_first_wait_value_changed_in_sem_bin_is_named_there(
         f"{out / f'rank-{r:04d}'}: field value, rank {r}, artifact sem.bin, record {k}: wait "
         f"value should be 1, not 2: a SINGLE_CYCLE_RING recv_reduce_copy_send leg's waits are "
         f"by 1, as its 0xBF word (sb2sb.bin record {word}) carries (FORMATS §4, §7; legs.bin "
-        f"record {legs[0]})")
+        f"record {leg})")
 
 
 def _single_cycle_wait(out: Path, leaf: int, nth: int, role: int) -> tuple[int, int, int, int]:

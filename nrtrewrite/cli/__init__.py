@@ -668,14 +668,11 @@ class WholeWriter:
             stream.flush()  # what was written through the text layer goes first
 
     def write(self, text: str) -> None:
-        with _writing_out():
-            if self.buffer is None:
+        if self.buffer is None:
+            with _writing_out():
                 self.stream.write(text)
-                return
-            view = memoryview(text.encode(self.encoding, self.errors))
-            while view:
-                n = self.buffer.write(view)
-                view = view[len(view) if n is None else n:]
+            return
+        self.write_bytes(text.encode(self.encoding, self.errors))
 
     def write_bytes(self, data) -> None:
         """Bytes already encoded as :meth:`write` encodes a text (the stream's encoding and

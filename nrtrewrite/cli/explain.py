@@ -926,12 +926,18 @@ def _json_pieces(doc: dict, listed: str):
                 yield "[]"
         elif key == listed and value:
             for k, item in enumerate(value):
-                yield ("," if k else "[") + "\n    " + json.dumps(item, indent=2).replace(
-                    "\n", "\n    ")
+                yield _list_item(k, item)
             yield "\n  ]"
         else:
             yield json.dumps(value, indent=2).replace("\n", "\n  ")
     yield "\n}\n"
+
+
+def _list_item(k: int, item) -> str:
+    """Item ``k`` of a listed value as ``json.dumps(doc, indent=2)`` writes it one level in:
+    after ``[`` (the first) or ``,``, its lines indented four spaces (:func:`_json_pieces`,
+    :class:`_RecordSpool`)."""
+    return ("," if k else "[") + "\n    " + json.dumps(item, indent=2).replace("\n", "\n    ")
 
 
 #: The bytes of trigger records' text a :class:`_RecordSpool` holds in memory before it moves
@@ -965,9 +971,7 @@ class _RecordSpool:
         self._rest = b""  # (what a failed write left unwritten)
 
     def add(self, record: dict) -> None:
-        text = ("," if self.count else "[") + "\n    " + json.dumps(
-            record, indent=2).replace("\n", "\n    ")
-        self._put(text.encode(self.encoding, self.errors))
+        self._put(_list_item(self.count, record).encode(self.encoding, self.errors))
         self.count += 1
 
     def _put(self, data: bytes) -> None:
@@ -1009,28 +1013,16 @@ class _RecordSpool:
 
     def _back_to_memory(self, rest: bytes) -> bytearray:
         """The file's bytes read back, then ``rest`` (what could not be written), as one
-        part held in memory; the file closed.  Read until every byte written is back: one
-        ``read`` of an unbuffered file is one read(2), which may return fewer (Linux gives
-        at most 0x7ffff000 bytes a call); a file that ends early is an ``OSError``, never a
-        cut document."""
+        part held in memory; the file closed (:meth:`_read_back`: every byte written, or a
+        :class:`ResourceError`, never a cut document)."""
         fh, self.file = self.file, None
         whole = bytearray(self.on_disk + len(rest))
-        view = memoryview(whole)
         try:
-            fh.seek(0)
             got = 0
-            while got < self.on_disk:
-                n = fh.readinto(view[got:self.on_disk])
-                if not n:
-                    raise ResourceError(f"explain --json's temporary file of its records gave "
-                                        f"back {got} of the {self.on_disk} bytes written to it; "
-                                        "nothing was written")
-                got += n
-        except OSError as e:
-            raise ResourceError(f"explain --json's temporary file of its records could not be "
-                                f"read back ({e.strerror or e}); nothing was written") from e
+            for chunk in self._read_back(fh):
+                whole[got:got + len(chunk)] = chunk
+                got += len(chunk)
         finally:
-            view.release()
             fh.close()
         whole[self.on_disk:] = rest
         self.on_disk = 0
@@ -1042,19 +1034,30 @@ class _RecordSpool:
         :class:`ResourceError` (status 71) and stdout the error document alone, where it
         would come after a cut document from :meth:`write_to` (closing reading 58w); the
         copy then reads what the page cache holds."""
-        if self.file is None:
-            return
-        buf, got = bytearray(self._CHUNK), 0
+        if self.file is not None:
+            for _chunk in self._read_back(self.file):
+                pass
+
+    def _read_back(self, fh):
+        """The :attr:`on_disk` bytes of the file ``fh``, from its start, a chunk at a time
+        (views of one buffer): read until every byte written is back, as one read(2) may
+        give fewer (Linux: at most 0x7ffff000 bytes a call); a read that fails or a file
+        that ends early is a :class:`ResourceError`: nothing was written yet."""
+        buf = bytearray(min(self._CHUNK, self.on_disk) or 1)
+        view, got = memoryview(buf), 0
         try:
-            self.file.seek(0)
-            while got < self.on_disk and (n := self.file.readinto(buf)):
+            fh.seek(0)
+            while got < self.on_disk:
+                n = fh.readinto(view[:min(len(buf), self.on_disk - got)])
+                if not n:
+                    raise ResourceError(f"explain --json's temporary file of its records gave "
+                                        f"back {got} of the {self.on_disk} bytes written to it; "
+                                        "nothing was written")
                 got += n
+                yield view[:n]
         except OSError as e:
             raise ResourceError(f"explain --json's temporary file of its records could not be "
                                 f"read back ({e.strerror or e}); nothing was written") from e
-        if got < self.on_disk:
-            raise ResourceError(f"explain --json's temporary file of its records gave back {got} "
-                                f"of the {self.on_disk} bytes written to it; nothing was written")
 
     def write_to(self, out) -> None:
         """Everything held written through the :class:`nrtrewrite.cli.WholeWriter` ``out``:

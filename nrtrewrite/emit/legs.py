@@ -114,36 +114,43 @@ class ChannelState:
         segment with one EXEC_COMPLETE entry (docs/FORMATS.md §8 "Basic blocks"); a block
         without any has no segment."""
         per_op = self.src if side == "src" else self.dest
-        has = self._exists(per_op)
-        if not has:
+        closed, seg_end = self._closings(per_op)
+        if not closed.any():
             return []
         dtype, rank_field = ((F.NET_SRC_ADDR_DTYPE, "dst_rank") if side == "src"
                              else (F.NET_DEST_ADDR_DTYPE, "src_rank"))
         term = _terminators(dtype, self.idx, rank_field)
         out = []
-        used = False  # the current block's segment has records
         for k, entries in enumerate(per_op):
             if entries is not None:
                 out.append(entries)
-            if self.entry[k] in has:
+            if closed[k]:
                 out.append(term[k:k + 1])
-                used = True
-            if used and (k + 1 == len(per_op) or self.block[k + 1] != self.block[k]):
+            if seg_end[k]:
                 out.append(_exec_complete(dtype, self.idx[k], rank_field))
-                used = False
         return out
 
     def fifo_count(self, side: str) -> int:
         """The number of records :meth:`fifo` gives (without building them)."""
         per_op = self.src if side == "src" else self.dest
+        closed, seg_end = self._closings(per_op)
+        return (sum(a.size for a in per_op if a is not None) + int(closed.sum())
+                + int(seg_end.sum()))
+
+    def _closings(self, per_op: list) -> tuple[np.ndarray, np.ndarray]:
+        """Per op of one FIFO (:attr:`src` or :attr:`dest`): whether a terminator closes it
+        there (its SPAD entry's FIFO exists, :meth:`_exists`), and whether its block's
+        segment ends after it with the EXEC_COMPLETE entry (it is its block's last op, and
+        an op of the block has a terminator there)."""
         has = self._exists(per_op)
-        n, used = sum(a.size for a in per_op if a is not None), False
-        for k, e in enumerate(self.entry):
-            if e in has:
-                n, used = n + 1, True  # its terminator
-            if used and (k + 1 == len(self.entry) or self.block[k + 1] != self.block[k]):
-                n, used = n + 1, False  # the block's EXEC_COMPLETE entry
-        return n
+        closed = np.fromiter((e in has for e in self.entry), bool, len(self.entry))
+        if not closed.size:
+            return closed, closed
+        block = np.asarray(self.block, np.int64)
+        last = np.append(block[1:] != block[:-1], True)
+        run = np.cumsum(np.append(False, last[:-1]))  # each op's block run
+        seg_end = last & (np.bincount(run, closed, run.size) > 0)[run]
+        return closed, seg_end
 
     def _exists(self, per_op: list) -> set[int]:
         """The SPAD entries for which a FIFO (its ops' entries, :attr:`src` or
@@ -1516,10 +1523,8 @@ def _exec_complete(dtype: np.dtype, op_idx: int, rank_field: str) -> np.ndarray:
     """The end of a basic block's FIFO segment: one entry with mark EXEC_COMPLETE,
     net_op_idx = the block's last op (``op_idx``), size 0, the rank field -1, everything
     else 0 (docs/FORMATS.md §8 "Basic blocks")."""
-    rec = np.zeros(1, dtype)
-    rec["net_op_idx"] = op_idx
+    rec = _terminators(dtype, [op_idx], rank_field)
     rec["mark"] = int(NetAddrMark.EXEC_COMPLETE)
-    rec[rank_field] = -1
     return rec
 
 

@@ -449,6 +449,21 @@ class FifoDecoder:
         seg_terms = 0  # terminators in the current segment so far
         extra_exec = None  # an EXEC_COMPLETE entry past the segments (raised last)
 
+        def closing_fields(j, what):
+            """Record j, a terminator or an EXEC_COMPLETE entry (``what``): size 0, the rank
+            field -1, every other byte but net_op_idx and mark 0 (FORMATS §8.2, "Basic
+            blocks")."""
+            rec = recs[j]
+            if int(rec["size"]) != 0:
+                raise fail(j, f"{what} size should be 0, not {int(rec['size'])}", "size")
+            if int(rec[rank_field]) != -1:
+                raise fail(j, f"{what} {rank_field} should be -1, not {int(rec[rank_field])}",
+                           rank_field)
+            stray = _stray_field(side, raw[j], rank_field)
+            if stray is not None:
+                raise fail(j, f"{what} has non-zero bytes besides net_op_idx, mark and the "
+                              f"rank field: {stray[1]} should be 0", stray[0])
+
         def block_of(j):
             """Segment j's block (basic_block_id, first op, ops); past the blocks with
             entries here, the channel's next blocks (records there are terminators of ops
@@ -506,17 +521,7 @@ class FifoDecoder:
                     raise fail(i, f"EXEC_COMPLETE net_op_idx should be {nb - 1}, block {bid}'s "
                                   f"last op ({nb} op(s) on the channel, counted from 0), not "
                                   f"{int(term['net_op_idx'])}", "net_op_idx")
-                if int(term["size"]) != 0:
-                    raise fail(i, f"EXEC_COMPLETE entry size should be 0, not "
-                                  f"{int(term['size'])}", "size")
-                if int(term[rank_field]) != -1:
-                    raise fail(i, f"EXEC_COMPLETE entry {rank_field} should be -1, not "
-                                  f"{int(term[rank_field])}", rank_field)
-                stray = _stray_field(side, raw[i], rank_field)
-                if stray is not None:
-                    raise fail(i, "EXEC_COMPLETE entry has non-zero bytes besides net_op_idx, "
-                                  f"mark and the rank field: {stray[1]} should be 0",
-                               stray[0])
+                closing_fields(i, "EXEC_COMPLETE entry")
                 sb, seg_terms, prev = sb + 1, 0, -1
                 i += 1
                 continue
@@ -564,15 +569,7 @@ class FifoDecoder:
             prev = k
             seg_terms += 1
             k_rel, k = k, base + k
-            if int(term["size"]) != 0:
-                raise fail(i, f"terminator size should be 0, not {int(term['size'])}", "size")
-            if int(term[rank_field]) != -1:
-                raise fail(i, f"terminator {rank_field} should be -1, not {int(term[rank_field])}",
-                           rank_field)
-            stray = _stray_field(side, raw[i], rank_field)
-            if stray is not None:
-                raise fail(i, "terminator has non-zero bytes besides net_op_idx, mark and the "
-                              f"rank field: {stray[1]} should be 0", stray[0])
+            closing_fields(i, "terminator")
             if ents.size != int(f.ops[cnt_field][k]):
                 # (named where the count is, op k's net_ops.bin record: until 2026-12-06 at
                 # the terminator's record of this FIFO, which has no such field)

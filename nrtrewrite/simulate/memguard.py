@@ -166,8 +166,15 @@ def held_floor(op_kind: str, group_size: int, src: tuple[int, int] | None,
     the legs' temporaries, which the element-by-element count leaves out (measured:
     ``node64`` with the default options held 0.8 % more than the bare figure besides its
     decoded programs, docs/SIMULATOR.md §3 "Memory")."""
-    held = held_bare(op_kind, group_size, src, dst, same_var)
-    return held + held // IN_FLIGHT
+    return held_parts(op_kind, group_size, src, dst, same_var)["held"]
+
+
+def held_parts(op_kind: str, group_size: int, src: tuple[int, int] | None,
+               dst: tuple[int, int] | None, same_var: bool) -> dict[str, int]:
+    """:class:`Floor`'s ``held`` (:func:`held_floor`) and ``flight`` (its eighth in flight,
+    :data:`IN_FLIGHT`), from one :func:`held_bare`."""
+    bare = held_bare(op_kind, group_size, src, dst, same_var)
+    return {"held": bare + bare // IN_FLIGHT, "flight": bare // IN_FLIGHT}
 
 
 def held_bare(op_kind: str, group_size: int, src: tuple[int, int] | None,
@@ -241,8 +248,7 @@ def floors_of_plan(plan) -> list[Floor]:
         same = t.src.var_id == t.dst.var_id
         out.append(Floor(t.ordinal, label, n, operand_floor(n, src, dst, same),
                          operand_floor(n, src, None, False), *ref,
-                         held=held_floor(t.op.name, n, src, dst, same),
-                         flight=held_bare(t.op.name, n, src, dst, same) // IN_FLIGHT))
+                         **held_parts(t.op.name, n, src, dst, same)))
     return out
 
 
@@ -275,8 +281,7 @@ def floors_of_specs(specs, layout) -> list[Floor]:
         out.append(Floor(t.ordinal, t.label(), n,
                          operand_floor(n, spans[0], spans[1], same),
                          operand_floor(n, spans[0], None, False), *ref,
-                         held=held_floor(t.op, n, spans[0], spans[1], same),
-                         flight=held_bare(t.op, n, spans[0], spans[1], same) // IN_FLIGHT))
+                         **held_parts(t.op, n, spans[0], spans[1], same)))
     return out
 
 
@@ -342,6 +347,7 @@ class MemoryGuard:
             "it)", file=file, trigger=trigger)
 
 
-__all__ = ["available_bytes", "operand_floor", "held_floor", "held_bare", "floors_of_plan",
+__all__ = ["available_bytes", "operand_floor", "held_floor", "held_bare", "held_parts",
+           "floors_of_plan",
            "floors_of_specs",
            "check_operands_fit", "MemoryGuard", "Floor", "largest_floor", "RESERVE_BYTES"]
