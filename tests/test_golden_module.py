@@ -229,7 +229,8 @@ DESCRIPTIONS = {
     "dump": "Decoded tables of an artifact file, a rank folder, or a whole output folder.",
     "diff": "Compare two output folders field by field (rank, file, record, field, both "
             "values).",
-    "simulate": "Run every rank's emitted bytes and check every collective bit for bit. "
+    "simulate": "Run every rank's emitted bytes and check every collective bit for bit, on "
+                "exact test data (not the order a sum is taken in: docs/SIMULATOR.md §4). "
                 "MODEL.neff is lowered into a temporary folder first (with --topology / "
                 "--algo / --host-cc); an output folder OUT is checked first: with --model "
                 "against the model it was lowered from, then against its sha256 checksums.",
