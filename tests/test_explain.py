@@ -2575,3 +2575,26 @@ def test_a_single_cycle_ring_table_says_which_channel_runs_cw_and_which_ccw(rank
         assert [r["ring order"] for r in rows] == ["0 64 128", "0 128 64"]
     ring = run(*args, "--algo", "ring").output.splitlines()
     assert "direction" not in next(line for line in ring if line.startswith("ch "))
+
+
+def test_a_kangaring_secondarys_json_ring_record_has_prev_and_next_its_primary():
+    """docs/TOPOLOGY.md §4: "A secondary's prev and next are its unit's primary"; the text's
+    role table gives them (fixer 58l), ``--json``'s secondary record had ``primary`` only.
+    Worked out by hand from §4 and §1 (trn2 at lnc 2: rank r on device r // 4, s-engine
+    r % 4): node64's rank 9 is device 2's s-engine 1, so its unit is engines {1, 1 ^ 2 = 3},
+    members (9, 11) in that order; on channel c the primary is member c % 2: 9 on channels
+    0 and 2, 11 on channels 1 and 3, where rank 9 is a secondary with prev = next = 11."""
+    rec = run_json("explain", str(FIXTURES / "node64.neff"), "--trigger", "2", "--rank",
+                   "9")["triggers"][0]
+    rings = rec["channels"]["rings"]
+    assert [r["channel"] for r in rings] == [0, 1, 2, 3]
+    secondary = [r for r in rings if r["role"] == "secondary"]
+    assert [r["channel"] for r in secondary] == [1, 3]
+    for r in secondary:
+        assert (r["prev"], r["next"], r["primary"]) == (11, 11, 11)
+        assert r["unit"] == [11, 9]
+        assert list(r) == ["channel", "role", "prev", "next", "primary", "unit", "duplicate"]
+    # the same values as the rank's enc_kangaring view (the kangaring paths record)
+    view = {k["channel"]: k for k in rec["kangaring"]["channels"]}
+    for r in rings:
+        assert (r["prev"], r["next"]) == (view[r["channel"]]["prev"], view[r["channel"]]["next"])

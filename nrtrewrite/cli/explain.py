@@ -335,15 +335,19 @@ def _kangaring_ring(topo: Topology, kc, channel: int, rank: int | None) -> dict:
     """Channel ``channel`` of a KANGARING: the cycle of its primaries (the manifest's
     ``channels[].order``, docs/FORMATS.md §1.1) with its hops, or ``rank``'s role on it as
     ``schedule --json`` states it (a primary: its neighbouring primaries and its unit's
-    peers; a secondary: its primary)."""
+    peers; a secondary: its primary, which is its ``prev`` and ``next`` too, docs/TOPOLOGY.md
+    §4, as the text's role table and the kangaring paths table give them)."""
     if rank is None:
         hops = hop_localities(topo, kc.primaries)
         return {"channel": channel, "order": list(kc.primaries), "duplicate": kc.duplicate,
                 "hops": {loc.name: n for loc, n in hops.items()}}
     from nrtrewrite.compose.kangaring import channel_role
     unit = next(list(u) for u in kc.units if rank in u)
-    return {"channel": channel, **channel_role(kc, rank), "unit": unit,
-            "duplicate": kc.duplicate}
+    role = channel_role(kc, rank)
+    if role["role"] == "secondary":  # its prev and next are its unit's primary (§4)
+        role = {"role": "secondary", "prev": role["primary"], "next": role["primary"],
+                "primary": role["primary"]}
+    return {"channel": channel, **role, "unit": unit, "duplicate": kc.duplicate}
 
 
 def _kangaring_channel(kc, channel: int, leg: str, rank: int | None) -> dict:
@@ -779,10 +783,9 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
                 rt.add_column(col, overflow="fold")
             for r in ch["rings"]:
                 # a secondary's prev and next are its unit's primary (docs/TOPOLOGY.md §4,
-                # its enc_kangaring view, as the kangaring paths table shows it)
-                prim = r["role"] == "primary"
-                rt.add_row(str(r["channel"]), r["role"], str(r["prev"] if prim else r["primary"]),
-                           str(r["next"] if prim else r["primary"]),
+                # its enc_kangaring view, as the kangaring paths table shows it): the record
+                # has them (_kangaring_ring)
+                rt.add_row(str(r["channel"]), r["role"], str(r["prev"]), str(r["next"]),
                            str(r["unit"][0]), " ".join(map(str, r["unit"])),
                            "dup" if r["duplicate"] else "")
         elif "rank" in rec:
