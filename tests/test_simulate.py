@@ -420,7 +420,7 @@ def test_cli_json(small_out):
     assert res.exit_code == 0
     doc = json.loads(res.stdout)
     assert list(doc) == ["format", "format_version", "output", "seed", "ok", "error",
-                         "error_trigger", "triggers", "stats"]
+                         "error_trigger", "warnings", "triggers", "stats"]
     assert doc["ok"] is True and doc["seed"] == 0 and doc["error"] is None
     t = doc["triggers"][0]
     assert list(t) == ["trigger", "op", "dtype", "alu_op", "num_elements", "group_size",

@@ -34,7 +34,8 @@ from nrtrewrite.cli.lower import unverified_hash_warning, warn
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.emit.address import build_memory_map
 from nrtrewrite.errors import (LimitError, NrtRewriteError, ResourceError, ValidationError,
-                               counted, cut_middle, did_you_mean, escape_path, path_text)
+                               counted, cut_line, cut_middle, did_you_mean, escape_path,
+                               path_text)
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Operand
 from nrtrewrite.policy import DEFAULT_POLICY, Policy, fmt_bytes
@@ -1185,6 +1186,7 @@ def explain_cmd(model, rank, topology, algo, host_cc, as_json, only, show_all, n
     except NrtRewriteError as err:  # named with the model, as lower and schedule name it
         raise (err.at(file=model) if model is not None else err) from None
     policy: Policy = DEFAULT_POLICY
+    warnings: list[str] = []  # the warning lines given (--json's ``warnings`` too)
     # --dtype has a default: given is what the command line (or the environment) set
     dtype_given = click.get_current_context().get_parameter_source("dtype") not in (
         ParameterSource.DEFAULT, None)
@@ -1380,6 +1382,9 @@ def explain_cmd(model, rank, topology, algo, host_cc, as_json, only, show_all, n
                           "precedence": [a.name for a in policy.precedence]},
                "model_refusal": str(refusal) if refusal is not None else None,
                "refused_not_shown": refused,
+               # the warnings given on stderr, each its line's text after ``nrtrewrite:
+               # warning: `` cut as the line is (docs/CLI.md "Warnings under --json")
+               "warnings": [cut_line(w) for w in warnings],
                "triggers": spool, "skipped_triggers": skipped}
         # every piece's text made before the first is written (the records' in the spool):
         # an error meanwhile (out of memory) is then the error document alone, not one

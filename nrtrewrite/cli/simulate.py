@@ -205,6 +205,12 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
     """The command (its help: :data:`SIMULATE_HELP`)."""
     path = Path(target)
     err = stderr_console()
+    shown: list[str] = []  # the warning lines given (--json's ``warnings`` too)
+
+    def give(text: str) -> None:
+        shown.append(text)
+        warn(err, text)
+
     show = not as_json and err.is_terminal
     tmp = lock = None
     model = None
@@ -242,7 +248,7 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
                                          path=model_path, verify_hash=not no_verify_hash,
                                          digest=digest)
                 if no_verify_hash:
-                    warn(err, unverified_hash_warning(model_path))
+                    give(unverified_hash_warning(model_path))
         else:
             given = options_given(("--model", model_path is not None),
                                   ("--ignore-checksums", ignore_checksums))
@@ -256,7 +262,7 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
             if (note := no_trigger_warning(plan.model, "simulate")) is not None:
                 warnings.append(note)
             for w in warnings:
-                warn(err, w)
+                give(w)
             if not no_memory_check:  # before the lowering: its folder can be large as well
                 check_operands_fit(floors_of_plan(plan), file=os.fspath(target))
             try:
@@ -300,7 +306,13 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
             remove_tree(tmp)  # (a signal landing meanwhile waits for it: nothing left)
         unlock_folder(lock)
     if as_json:
-        echo_whole(json.dumps(res.to_json(), indent=1))
+        doc = res.to_json()
+        # the warnings given on stderr, each its line's text after ``nrtrewrite: warning: ``
+        # cut as the line is, before the triggers (docs/CLI.md "Warnings under --json")
+        doc = {**{k: v for k, v in doc.items() if k not in ("triggers", "stats")},
+               "warnings": [cut_line(w) for w in shown],
+               "triggers": doc["triggers"], "stats": doc["stats"]}
+        echo_whole(json.dumps(doc, indent=1))
     else:
         render(res, stdout_console(200, highlight=False, soft_wrap=False))
     sys.exit(0 if res.ok else 1)
