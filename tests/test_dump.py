@@ -312,9 +312,42 @@ def test_piped_tables_are_as_wide_as_they_need(out):
         assert f" {col} " in header, header
     # legs.bin's leaf_name column holds "direct_reduce_send_kangaring" (28) whole: about 206
     assert 200 < max(map(len, lines)) <= 240
-    # the widest table, legs.bin, is no longer abbreviated
+    # legs.bin, the widest table of --dma, is no longer abbreviated
     res = CliRunner().invoke(main, ["dump", "--dma", str(out / "rank-0000"), "--limit", "1"])
     assert "…" not in res.output, res.output
+
+
+def _table_widths(text: str) -> dict[str, int]:
+    """Each table's widest line, by the file its title names (``rank-0000/net_ops.bin``)."""
+    widths, name = {}, None
+    for line in text.splitlines():
+        title = line.strip().split(" (")[0]
+        if title.startswith("rank-") and title.endswith(".bin"):
+            name = title.split("/")[1]
+        elif name is not None:
+            widths[name] = max(widths.get(name, 0), len(line))
+    return widths
+
+
+def test_the_widest_piped_table_net_ops_is_whole(tmp_path):
+    """The widest dump table is net_ops.bin's since it gained basic_block_id and
+    variable_peer (docs/CLI.md dump: 206 plus its row number's digits; legs.bin's about 206
+    with a 3-digit row number, so 203 plus its digits): piped, it is drawn at that width,
+    within the 240 columns, no header abbreviated.  Rank 0 of two_node128 (HIER across
+    nodes: net-proxy FIFO records); rows 0..1 (1 digit) of every table."""
+    out = lower_to(FIX / "two_node128.neff", tmp_path / "o", [0])
+    rdir = out / "rank-0000"
+    assert _records(rdir / "net_ops.bin").size >= 2
+    widths = {}
+    for kind in KIND_FILES:
+        res = CliRunner().invoke(main, ["dump", f"--{kind}", str(rdir), "--limit", "2"])
+        assert res.exit_code == 0, res.output
+        assert "…" not in res.output, res.output
+        widths.update(_table_widths(res.output))
+    assert widths["net_ops.bin"] == 206 + 1
+    assert widths["legs.bin"] <= 203 + 1
+    assert max(widths, key=widths.get) == "net_ops.bin"
+    assert all(w < widths["net_ops.bin"] for n, w in widths.items() if n != "net_ops.bin")
 
 
 @pytest.mark.parametrize("name", sorted(n for names in KIND_FILES.values() for n in names))
