@@ -560,3 +560,25 @@ def test_an_overflowing_or_nan_sum_prints_no_numpy_warning(dt, big):
         got = _f64(engine_reduce(ADD, dt, [_vals(dt, big, np.inf),
                                            _vals(dt, big, -np.inf)]))
     assert got[0] == np.inf and np.isnan(got[1])
+
+
+@pytest.mark.parametrize("dt,big", [
+    # fp16: 65504 + 65504 = 131008, past fp16's largest 65504 = (2 - 2^-10) x 2^15, rounds to
+    # inf (the cast to fp16 overflows); bf16: twice (2 - 2^-7) x 2^127 is past fp32's largest
+    # (2 - 2^-23) x 2^127 (the float64 sum's cast to float32 overflows)
+    (DType.FP16, 65504.0), (DType.BF16, float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)),
+])
+def test_the_references_overflowing_or_nan_sum_prints_no_numpy_warning(dt, big):
+    """``testdata.Reference`` (the expected outputs) sums under the same ``np.errstate`` as
+    the engine's reduce: an out-of-range sum or inf + -inf gives IEEE's inf and NaN, without
+    numpy's RuntimeWarning on stderr (RELIABILITY's fifty-eighth "Left")."""
+    import warnings
+    from nrtrewrite.simulate.testdata import Reference
+    ref = Reference("ALLREDUCE", "ADD", dt, [0, 1], 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a RuntimeWarning would raise here
+        ref.add(0, _vals(dt, big, np.inf, 1.0, -big))
+        ref.add(1, _vals(dt, big, -np.inf, 2.0, -big))
+        got = _f64(ref.expected_bytes(0).view(NUMPY_DTYPE[dt]))
+    # big + big overflows to +inf, inf + -inf is NaN, 1 + 2 = 3 exactly, -big - big is -inf
+    assert got[0] == np.inf and np.isnan(got[1]) and got[2] == 3.0 and got[3] == -np.inf

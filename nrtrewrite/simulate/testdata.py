@@ -234,14 +234,17 @@ class Reference:
             v = values[i:i + ADD_BLOCK]
             v = v.astype(WIDE_DTYPE) if widen else v
             acc = self.acc[i:i + ADD_BLOCK]
-            if first:
-                acc[...] = v
-            elif self.alu == "ADD":
-                np.add(acc, v, out=acc)
-            elif self.alu == "MAX":
-                np.maximum(acc, v, out=acc)
-            else:
-                np.minimum(acc, v, out=acc)
+            # inf + -inf (a tampered output's input) is NaN, IEEE's outcome, as the engine's
+            # reduce gives it (SIMULATOR.md §4): no numpy RuntimeWarning on stderr
+            with np.errstate(over="ignore", invalid="ignore"):
+                if first:
+                    acc[...] = v
+                elif self.alu == "ADD":
+                    np.add(acc, v, out=acc)
+                elif self.alu == "MAX":
+                    np.maximum(acc, v, out=acc)
+                else:
+                    np.minimum(acc, v, out=acc)
 
     def expected_bytes(self, pos: int) -> np.ndarray:
         """What group member ``pos`` must hold in its dst operand, as bytes."""
@@ -249,7 +252,10 @@ class Reference:
             return np.concatenate([self.parts[p] for p in range(len(self.group))])
         assert self.acc is not None
         if self._full is None:  # once for the whole group (the acc is final: complete)
-            self._full = self.acc.astype(WIDE_DTYPE).astype(self.npdt)
+            # a sum past the dtype's largest rounds to infinity (IEEE), as the engine's does:
+            # no numpy "overflow encountered in cast" on stderr
+            with np.errstate(over="ignore", invalid="ignore"):
+                self._full = self.acc.astype(WIDE_DTYPE).astype(self.npdt)
         full = self._full
         if self.op_kind == "REDUCE_SCATTER":
             per = self.count // len(self.group)
