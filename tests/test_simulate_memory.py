@@ -456,6 +456,78 @@ def test_simulate_refuses_a_run_whose_operands_do_not_fit(ar_out, monkeypatch):
     assert res.exit_code == 0 and "1/1 trigger(s) match" in res.stdout
 
 
+def test_check_operands_fit_counts_the_decoded_programs_on_both_sides():
+    """The second check, once the programs are decoded (docs/SIMULATOR.md §3 "Memory"): the
+    bytes the process took since the first check are out of the memory available now, so
+    they count in the floor and in the memory the run had alike.  A floor of 2 GiB held and
+    2 GiB checking (4 GiB), 1 GiB of programs: 5 GiB at once against 3 + 1 GiB."""
+    held = [mg.Floor(9, "f", 2, 6 * GiB, 2 * GiB, GiB, 2 * GiB, held=2 * GiB)]
+    mg.check_operands_fit(held, file="m", programs=GiB,
+                          available=lambda: (4 * GiB, "MemAvailable"))  # 5 <= 5
+    with pytest.raises(ResourceError) as err:
+        mg.check_operands_fit(held, file="m", programs=GiB,
+                              available=lambda: (4 * GiB - 1, "MemAvailable"))
+    assert err.value.exit_code == 71 and err.value.where.trigger == 9
+    assert str(err.value) == (
+        "m: trigger 9: cannot be simulated on this machine: f holds 5.0 GiB at once while an "
+        "output is checked (2.0 GiB of input and output, 2.0 GiB of test data and reference, "
+        "1.0 GiB of decoded programs), more than the 5.0 GiB of memory available "
+        "(MemAvailable; 1.0 GiB of it now holds the decoded programs); simulate it on a "
+        "machine with more memory, or pass --no-memory-check to try anyway")
+    # the making moment the larger (1 + 4 GiB against 2 + 2): its parts, the programs after
+    making = [mg.Floor(7, "d", 2, 3 * GiB, GiB, 4 * GiB, GiB, held=2 * GiB)]
+    with pytest.raises(ResourceError) as err:
+        mg.check_operands_fit(making, file="m", programs=512 * MiB,
+                              available=lambda: (5 * GiB - 1, "MemAvailable"))
+    assert ("d holds 5.5 GiB at once while its inputs are made (1.0 GiB of input, 4.0 GiB of "
+            "test data and reference, 512.0 MiB of decoded programs), more than the 5.5 GiB "
+            "of memory available (MemAvailable; 512.0 MiB of it now holds the decoded "
+            "programs)") in str(err.value)
+
+
+def test_simulate_checks_again_once_the_programs_are_decoded(ar_out, monkeypatch):
+    """The first check cannot weigh the decoded programs (made after it: 160 - 320 MB on the
+    large outputs, RELIABILITY's fifty-eighth "Left"); the second, once they are, weighs the
+    floor against the memory available then.  ``ar_out``'s floor is 136 KiB: with 136 KiB
+    available at the first check and the decoding taking 64 KiB of it, 72 KiB are left for
+    the 136 KiB: refused, 200 KiB against 136 KiB; when the machine still has 136 KiB after
+    the decoding, it runs."""
+    from nrtrewrite.simulate import engine
+    state = {"decoded": False, "after": 72 * 1024}
+
+    def resident():
+        if state["decoded"]:
+            return 10 * MiB + 64 * 1024
+        state["decoded"] = True  # the next reading is after the decoding
+        return 10 * MiB
+
+    monkeypatch.setattr(engine, "resident_bytes", resident)
+    monkeypatch.setattr(mg, "available_bytes", lambda: (
+        state["after"] if state["decoded"] else 136 * 1024, "MemAvailable"))
+    res = cli("simulate", ar_out)
+    assert res.exit_code == 71 and res.stdout == "" and state["decoded"]
+    assert res.stderr == (
+        f"nrtrewrite: error: {ar_out}: trigger 0: cannot be simulated on this machine: "
+        "ALLREDUCE ADD BF16 x4096 over 8 ranks holds 200.0 KiB at once while an output is "
+        "checked (64.0 KiB of input and output, 8.0 KiB more in flight, 64.0 KiB of test data "
+        "and reference, 64.0 KiB of decoded programs), more than the 136.0 KiB of "
+        "memory available (MemAvailable; 64.0 KiB of it now holds the decoded programs); "
+        "simulate it on a machine with more memory, or pass --no-memory-check to try anyway\n")
+    state.update(decoded=False, after=136 * 1024)
+    res = cli("simulate", ar_out)
+    assert res.exit_code == 0 and "1/1 trigger(s) match" in res.stdout, res.output
+
+
+def test_the_resident_size_is_read_from_statm(tmp_path):
+    statm = tmp_path / "statm"
+    statm.write_text("1000 300 20 5 0 200 0\n")  # size, resident, shared, ... in pages
+    import resource
+    assert mg.resident_bytes(statm) == 300 * resource.getpagesize()
+    assert mg.resident_bytes(tmp_path / "none") is None
+    statm.write_text("")
+    assert mg.resident_bytes(statm) is None
+
+
 def test_an_output_missing_ranks_is_refused_as_such_before_the_memory_check(tmp_path,
                                                                             monkeypatch):
     """An output of ``lower --rank`` cannot be simulated on any machine: exit 2 with that

@@ -32,7 +32,8 @@ from nrtrewrite.simulate.artifacts import (
     load_rank_files, read_output_files, read_rank_values, read_rewritten_neff,
     read_top_manifest, read_top_values)
 from nrtrewrite.simulate.fifo import FifoDecoder, Transfer
-from nrtrewrite.simulate.memguard import MemoryGuard, check_operands_fit, floors_of_specs
+from nrtrewrite.simulate.memguard import (MemoryGuard, check_operands_fit, floors_of_specs,
+                                          resident_bytes)
 from nrtrewrite.simulate.program import (
     CCE_OPS, LEAF_NAMES, SEM_ENTRY_GO, SEM_EVENT_BASE, SEM_PEER_BASE, Entry, Leg, LegName,
     QueueLegs, RankProgram, check_ring_pairing, decode_rank, resolve_event_holds, sem_name,
@@ -285,6 +286,10 @@ class Simulator:
         #: (:mod:`nrtrewrite.simulate.memguard`)
         self.memory_check = memory_check
         self.guard = MemoryGuard(False)
+        #: the floors the memory check weighed and the resident size then (the second check,
+        #: once the programs are decoded: :meth:`check_programs_fit`)
+        self._floors: list = []
+        self._resident: int | None = None
         self.progress = progress
         self.rng = random.Random(seed)
 
@@ -333,8 +338,21 @@ class Simulator:
         check_own_legs(self.triggers, self.layout)  # (a mesh leg's sub_type: the nodes)
         check_options(self.triggers, self.layout)  # (--algo: the engines it leaves)
         if self.memory_check:
-            check_operands_fit(floors_of_specs(self.triggers, self.layout), file=self.out_name)
+            self._floors = floors_of_specs(self.triggers, self.layout)
+            check_operands_fit(self._floors, file=self.out_name)
+            self._resident = resident_bytes()  # (before the programs: check_programs_fit)
             self.guard = MemoryGuard(True)
+
+    def check_programs_fit(self) -> None:
+        """The memory check again once the programs are decoded (:meth:`load`): the largest
+        floor with what the process took since :meth:`load_manifest`'s check (the decoded
+        programs, which the first check cannot weigh: 160 - 320 MB on the large outputs),
+        against the memory available now (docs/SIMULATOR.md §3 "Memory")."""
+        if not self.memory_check:
+            return
+        now = resident_bytes()
+        took = 0 if now is None or self._resident is None else now - self._resident
+        check_operands_fit(self._floors, file=self.out_name, programs=took)
 
     def load(self) -> None:
         fname = str(self.out / "manifest.json")
@@ -591,6 +609,7 @@ class Simulator:
                             for t in sorted(self.triggers.values(), key=lambda t: t.ordinal)]
             self.verdict = {tr.trigger: tr for tr in res.triggers}
             self.load()
+            self.check_programs_fit()
             self._check_kicks()
         except SimulationError as exc:
             self._record(res, exc)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import resource
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from nrtrewrite.errors import ResourceError, SimulationError
@@ -37,6 +37,7 @@ from nrtrewrite.simulate.testdata import reference_bytes
 from nrtrewrite.simulate.triggers import trigger_label
 
 MEMINFO = Path("/proc/meminfo")
+STATM = Path("/proc/self/statm")
 CGROUPS = Path("/proc/self/cgroup")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
@@ -192,7 +193,9 @@ class Floor:
     (``making``) and while an output is checked (``checking``,
     :func:`~nrtrewrite.simulate.testdata.reference_bytes`); ``held``, its operands held at
     once (:func:`held_floor`; None: ``bytes``, every operand byte at once), of which
-    ``flight`` the eighth more for the bytes in flight (:data:`IN_FLIGHT`)."""
+    ``flight`` the eighth more for the bytes in flight (:data:`IN_FLIGHT`); ``programs``, the
+    decoded programs' bytes, once they are resident (0 before: :func:`check_operands_fit`'s
+    second check, after ``Simulator.load``, weighs them)."""
 
     trigger: int
     label: str
@@ -203,6 +206,7 @@ class Floor:
     checking: int = 0
     held: int | None = None
     flight: int = 0
+    programs: int = 0
 
     @property
     def operands(self) -> int:
@@ -212,20 +216,22 @@ class Floor:
     @property
     def total(self) -> int:
         """The most the trigger holds at once: its held operands while an output is
-        checked, or its inputs while the last input is made."""
-        return max(self.operands + self.checking, self.inputs + self.making)
+        checked, or its inputs while the last input is made, with the decoded programs."""
+        return max(self.operands + self.checking, self.inputs + self.making) + self.programs
 
     def parts(self) -> str:
         """What :attr:`total` counts, at its moment, as the refusal words it: while an
         output is checked, the operands held (less the bytes in flight), those in flight and
         the test data and reference; while the inputs are made (the larger moment), the
-        inputs and their making."""
+        inputs and their making; either with the decoded programs, once weighed."""
+        programs = f", {gib(self.programs)} of decoded programs" if self.programs else ""
         if self.operands + self.checking >= self.inputs + self.making:
             flight = f", {gib(self.flight)} more in flight" if self.flight else ""
             return (f"while an output is checked ({gib(self.operands - self.flight)} of input "
-                    f"and output{flight}, {gib(self.checking)} of test data and reference)")
+                    f"and output{flight}, {gib(self.checking)} of test data and reference"
+                    f"{programs})")
         return (f"while its inputs are made ({gib(self.inputs)} of input, "
-                f"{gib(self.making)} of test data and reference)")
+                f"{gib(self.making)} of test data and reference{programs})")
 
 
 def largest_floor(floors) -> Floor | None:
@@ -285,15 +291,24 @@ def floors_of_specs(specs, layout) -> list[Floor]:
     return out
 
 
-def check_operands_fit(floors, *, file: str, available=None) -> None:
+def check_operands_fit(floors, *, file: str, available=None, programs: int = 0) -> None:
     """Raise :class:`ResourceError` when the largest floor (:attr:`Floor.total`) is more
     than the memory available (``available()``, default :func:`available_bytes`); the
-    error's ``floor`` is that :class:`Floor`."""
+    error's ``floor`` is that :class:`Floor`.  ``programs``: the bytes the process took
+    since the first check (the decoded programs, :func:`resident_bytes` after
+    ``Simulator.load`` less before it), already out of the memory available: the second
+    check counts them on both sides, in the floor and in the memory it had, so the line
+    says what the run holds at once with them (docs/SIMULATOR.md §3 "Memory")."""
     worst = largest_floor(floors)
     got = (available or available_bytes)()
     if worst is None or got is None:
         return
     avail, source = got
+    programs = max(0, programs)
+    if programs:
+        worst = replace(worst, programs=programs)
+        avail += programs
+        source = f"{source}; {gib(programs)} of it now holds the decoded programs"
     if worst.total > avail:
         err = ResourceError(
             f"cannot be simulated on this machine: {worst.label} holds {gib(worst.total)} at "
@@ -303,6 +318,16 @@ def check_operands_fit(floors, *, file: str, available=None) -> None:
             file=file, trigger=worst.trigger)
         err.floor = worst  # (the floor weighed, exact: the soak compares it with the model's)
         raise err
+
+
+def resident_bytes(statm: Path = STATM) -> int | None:
+    """This process's resident set size now (``/proc/self/statm``), or None when the machine
+    does not say (not Linux)."""
+    try:
+        fields = statm.read_text().split()
+        return int(fields[1]) * resource.getpagesize()
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def peak_rss_bytes() -> int:
@@ -350,4 +375,5 @@ class MemoryGuard:
 __all__ = ["available_bytes", "operand_floor", "held_floor", "held_bare", "held_parts",
            "floors_of_plan",
            "floors_of_specs",
-           "check_operands_fit", "MemoryGuard", "Floor", "largest_floor", "RESERVE_BYTES"]
+           "check_operands_fit", "resident_bytes", "MemoryGuard", "Floor", "largest_floor",
+           "RESERVE_BYTES"]
