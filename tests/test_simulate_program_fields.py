@@ -2272,6 +2272,64 @@ def test_a_single_cycle_legs_increment_by_2_is_named_at_its_value(
         f"for a {name} leg (legs.bin record {g}; FORMATS §3.2 - §3.4, §7)")
 
 
+def _inc_target(bd: tuple[int, int, int]) -> tuple[int, int]:
+    """(rank, semaphore id) an increment BD (subop 21, FORMATS §7) addresses, by hand from
+    its address (§10: EVT_SEM + (rank << 30) + the INC window + 4 x id)."""
+    ctrl, _value, addr = bd
+    assert ctrl & 0xFF == 21
+    rel = addr - EVT_SEM - INC_WINDOW
+    return rel >> 30, (rel & ((1 << 30) - 1)) // 4
+
+
+@pytest.mark.parametrize("case, leaf, kinds, a, b", [
+    # the root's CW recv_reduce_copy_send: +dma_compl, +next's recv_sema, +its post_sema of
+    # the CCW channel, after its two waits (DESIGN "Single-cycle ring", FORMATS §7)
+    ("flat", 4, ["wr", "wp", "ic", "in", "ip"], 2, 3),
+    ("flat", 4, ["wr", "wp", "ic", "in", "ip"], 3, 4),
+    ("flat", 4, ["wr", "wp", "ic", "in", "ip"], 2, 4),
+    # a send: +dma_compl, +next's recv_sema
+    ("flat", 1, ["ic", "in"], 0, 1),
+    # the HIER inter_allr leg's (a group of two) root recv_reduce_copy: waits recv_sema,
+    # +dma_compl, +its post_sema of the CCW channel
+    ("hier", 3, ["wr", "ic", "ip"], 1, 2),
+])
+def test_a_single_cycle_legs_two_increments_swapped_are_named_at_the_first(
+        scr_out, hier_out, tmp_path, case, leaf, kinds, a, b):
+    """A SINGLE_CYCLE_RING ring leg increments its own dma_compl_sema, then the channel's
+    next's recv_sema (a leaf that sends), then its own post_sema of the pair's other channel
+    (FORMATS §7's row). Two of a leg's increments swapped in sem.bin: the first out of place,
+    record a (it now holds b's, which FORMATS §7 puts after a + 1's), is named at its addr
+    (fixer 59b, the fifty-eighth "Left": until then the swap passed as a match, 108 of 108
+    such swaps on c7c8's ranks 0, 1 and 72 + 24 on two-node outputs)."""
+    out = _copy(scr_out if case == "flat" else hier_out, tmp_path)
+    for r in sorted(int(p.name[5:]) for p in out.glob("rank-*")):
+        found = [(i, g) for i, g in enumerate(_legs(out, r)) if g["leaf"] == leaf
+                 and _get(out, r, "spad.bin", g["spad_index"] * SPAD + 1, "<B") & 0xF == ALG_SCR
+                 and g["sem_count"] == len(kinds)]
+        if found:
+            break
+    i, g = found[0]
+    assert _scr_bd_kinds(out, r, g) == kinds
+    k = g["sem_first"]
+    sems = _sems(out, r)
+    # after the swap record a holds b's BD, and record a + 1 its own (or a's, when b is a + 1)
+    (ta, sa) = _inc_target(sems[k + b])
+    (tn, sn) = _inc_target(sems[k + a if a + 1 == b else k + a + 1])
+    _swap_sems(out, r, k + a, k + b)
+
+    def sem(t, sid):
+        return (f"semaphore {sid} (channel {(sid - 16) // 4} "
+                f"{('recv_sema', 'send_sema', 'post_sema', 'dma_compl_sema')[(sid - 16) % 4]}) "
+                f"of rank {t}")
+    name = {1: "send", 3: "recv_reduce_copy", 4: "recv_reduce_copy_send"}[leaf]
+    assert _error_line(out) == (
+        f"{out / f'rank-{r:04d}'}: field addr, rank {r}, artifact sem.bin, record {k + a}: "
+        f"increment of {sem(ta, sa)} before the one of {sem(tn, sn)} (sem.bin record "
+        f"{k + a + 1}): a SINGLE_CYCLE_RING {name} leg (legs.bin record {i}) increments its own "
+        f"dma_compl_sema, then the next's recv_sema or its own send_sema, then its post_sema of "
+        f"the pair's other channel (FORMATS §7)")
+
+
 @pytest.mark.parametrize("case, leaf", [("flat", 2), ("hier", 3)])
 def test_a_single_cycle_legs_first_wait_moved_to_another_channel_is_named_at_its_addr(
         scr_out, hier_out, tmp_path, case, leaf):

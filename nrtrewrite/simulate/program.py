@@ -2662,6 +2662,17 @@ class RankDecoder:
     _SCR_REQUIRED = (frozenset(CONSUMING), frozenset({4, 5}), frozenset(RING_LEAVES),
                      frozenset(SENDING), frozenset({3, 4}))
 
+    @staticmethod
+    def _scr_kind(wait, local, b_role) -> np.ndarray:
+        """Each semaphore BD's place in ``_SCR_KINDS`` (-1: none of them)."""
+        kind = np.full(wait.size, -1, np.int64)
+        kind[wait & local & (b_role == ROLE_RECV)] = 0
+        kind[wait & local & (b_role == ROLE_POST)] = 1
+        kind[~wait & local & (b_role == ROLE_COMPL)] = 2
+        kind[(~wait & ~local & (b_role == ROLE_RECV)) | (~wait & local & (b_role == ROLE_SEND))] = 3
+        kind[~wait & local & (b_role == ROLE_POST)] = 4
+        return kind
+
     def _check_single_cycle_copies(self, leg, scr, wait, local, b_role, val) -> None:
         """A SINGLE_CYCLE_RING ring leaf's BD overwritten by a copy of another of its leg's
         BDs (its sem_count unchanged; the emitter writes no BD twice in a leg): of the two
@@ -2675,12 +2686,7 @@ class RankDecoder:
         n = leg.size
         if n < 2 or not scr.any():
             return
-        kind = np.full(n, -1, np.int64)
-        kind[wait & local & (b_role == ROLE_RECV)] = 0
-        kind[wait & local & (b_role == ROLE_POST)] = 1
-        kind[~wait & local & (b_role == ROLE_COMPL)] = 2
-        kind[(~wait & ~local & (b_role == ROLE_RECV)) | (~wait & local & (b_role == ROLE_SEND))] = 3
-        kind[~wait & local & (b_role == ROLE_POST)] = 4
+        kind = self._scr_kind(wait, local, b_role)
         moved = int((kind == 2).sum()) == int((self.leaf != MARK_END).sum())
         same = np.zeros(n, bool)
         for d in range(1, 5):  # a BD equal to one up to 4 places before it in its leg
@@ -2875,6 +2881,26 @@ class RankDecoder:
                        f"{LEAF_NAMES[int(lf_s[i])]} leg (legs.bin record {leg[i]}) waits its "
                        f"recv_sema, then its post_sema (FORMATS §7), and its next wait (sem.bin "
                        f"record {i + 1}) is on {sem_name(int(sid[i + 1]))}", "sem.bin", "addr")
+            # its increments likewise: its own dma_compl_sema, the next's recv_sema (or its own
+            # send_sema in a network peer's place), its post_sema of the pair's other channel
+            # (FORMATS §7); two swapped, the first out of place is named (since 2026-12-07,
+            # fixer 59b: a swap passed as a match). Held only on a leg with each kind once (a
+            # copy or a moved BD is left to the checks that name those)
+            scr_i = single & np.isin(lf_s, list(RING_LEAVES)) & ~wait
+            kind = self._scr_kind(wait, local, b_role)
+            n_scr_i = np.bincount(leg[scr_i], minlength=self.n_legs)
+            kinds_of = np.zeros(self.n_legs, np.int64)
+            np.bitwise_or.at(kinds_of, leg[scr_i & (kind >= 2)],
+                             1 << np.maximum(kind[scr_i & (kind >= 2)], 0))
+            distinct = np.array([bin(int(b)).count("1") for b in kinds_of], np.int64) == n_scr_i
+            ok_i = scr_i & (kind >= 2) & distinct[leg]
+            self.check((leg[1:] == leg[:-1]) & ok_i[1:] & ok_i[:-1] & (kind[:-1] > kind[1:]),
+                       lambda i: f"increment of {sem_name(int(sid[i]))} of rank {trank[i]} "
+                       f"before the one of {sem_name(int(sid[i + 1]))} of rank {trank[i + 1]} "
+                       f"(sem.bin record {i + 1}): a SINGLE_CYCLE_RING {LEAF_NAMES[int(lf_s[i])]} "
+                       f"leg (legs.bin record {leg[i]}) increments its own dma_compl_sema, then "
+                       f"the next's recv_sema or its own send_sema, then its post_sema of the "
+                       f"pair's other channel (FORMATS §7)", "sem.bin", "addr")
         # a SINGLE_CYCLE_RING ring leaf's waits, flat or a HIER leg's, are each by 1 (FORMATS
         # §4's row, §7): each takes what one increment adds, the channel predecessor's +1 on
         # its recv_sema, the pair's other channel's +1 on its post_sema (docs/DESIGN.md
