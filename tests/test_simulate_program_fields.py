@@ -2355,6 +2355,45 @@ def test_a_single_cycle_legs_first_wait_moved_to_another_channel_is_named_at_its
         f"legs.bin record {g})")
 
 
+@pytest.mark.parametrize("case, leaf, field", [
+    ("flat", 2, "semaphore_value"), ("hier", 3, "semaphore_value"),
+    ("flat", 2, "wait_idx"), ("hier", 3, "wait_idx"),
+])
+def test_a_single_cycle_legs_first_wait_changed_alike_in_sem_bin_and_its_word_is_named_at_the_word(
+        scr_out, hier_out, tmp_path, case, leaf, field):
+    """A SINGLE_CYCLE_RING leg's first wait, on its own channel's recv_sema (16 + 4c) by 1
+    (FORMATS §4's row, §7), changed alike in sem.bin and in its 0xBF word (offset 5
+    wait_idx, offset 8 semaphore_value): the two agree with each other, not with the row, so
+    the wiring tells and the word is named with both, as a mesh leg's two changed records
+    are (fixer 59b, the fifty-eighth "Left": until then the run deadlocked). The value made
+    2 in both; the wait moved to channel c + 1's recv_sema (20 + 4c: sem.bin's address 16
+    bytes on, the word's wait_idx 4 on)."""
+    out = _copy(scr_out if case == "flat" else hier_out, tmp_path)
+    r, g, k, c = _single_cycle_wait(out, leaf, 0, 0)
+    word = _get(out, r, "legs.bin", g * REC + 16, "<I")
+    assert _get(out, r, "sb2sb.bin", word * WORD + 5, "<B") == 16 + 4 * c
+    assert _get(out, r, "sb2sb.bin", word * WORD + 8, "<I") == 1
+    ctrl, value, addr = _sems(out, r)[k]
+    name = {2: "recv_reduce_send", 3: "recv_reduce_copy"}[leaf]
+    where = f"{out / f'rank-{r:04d}'}: field {field}, rank {r}, artifact sb2sb.bin, record {word}"
+    if field == "semaphore_value":
+        _set(out, r, "sem.bin", k * BD + 4, "<I", 2)
+        _set(out, r, "sb2sb.bin", word * WORD + 8, "<I", 2)
+        assert _error_line(out) == (
+            f"{where}: semaphore_value should be 1, not 2: a SINGLE_CYCLE_RING {name} leg's "
+            f"waits are by 1 (FORMATS §4, §7; legs.bin record {g}), and its first wait "
+            f"(sem.bin record {k}) is by 2 too")
+    else:
+        _set(out, r, "sem.bin", k * BD + 8, "<Q", addr + 16)
+        _set(out, r, "sb2sb.bin", word * WORD + 5, "<B", 20 + 4 * c)
+        assert _error_line(out) == (
+            f"{where}: wait_idx should be {16 + 4 * c}, not {20 + 4 * c}: a SINGLE_CYCLE_RING "
+            f"{name} leg of channel {c} first waits its own channel's semaphore {16 + 4 * c} "
+            f"(channel {c} recv_sema) (FORMATS §4, §7; legs.bin record {g}), and its first "
+            f"wait (sem.bin record {k}) is on semaphore {20 + 4 * c} (channel {c + 1} "
+            f"recv_sema) too")
+
+
 def test_a_single_cycle_legs_first_wait_swapped_with_its_increment_names_the_increment(
         scr_out, tmp_path):
     """A SINGLE_CYCLE_RING recv_reduce_copy_send (4) has its two waits (recv_sema, post_sema)

@@ -2344,6 +2344,28 @@ class RankDecoder:
                             f"waits its own channel's {sem_name(int(widx[j]))}, as its 0xBF word "
                             f"(sb2sb.bin record {j}) carries (FORMATS §4, §7; legs.bin record "
                             f"{leg[j]})", "sem.bin", int(fw[j]), "addr")
+        # both changed alike, the word and the leg's first sem.bin wait agreeing with each
+        # other but not with FORMATS §4's row: the wiring still tells (each wait by 1, the
+        # first on the leg's own channel: its recv_sema, or post_sema on a leaf that consumes
+        # nothing), and the word is named with both, as a mesh leg's two changed records are
+        # (since 2026-12-07, fixer 59b: the run deadlocked, `work remains but nothing can run`)
+        wval = W["semaphore_value"].astype(np.int64)
+        j = _first(scr & (wval != 1) & (want[2] == wval))
+        if j is not None:
+            raise self.fail(f"semaphore_value should be 1, not {wval[j]}: a SINGLE_CYCLE_RING "
+                            f"{LEAF_NAMES[int(self.leaf[leg[j]])]} leg's waits are by 1 (FORMATS "
+                            f"§4, §7; legs.bin record {leg[j]}), and its first wait (sem.bin "
+                            f"record {fw[j]}) is by {wval[j]} too", "sb2sb.bin", j,
+                            "semaphore_value")
+        j = _first(scr & ~word_own & ~sem_own & (widx == want[1]))
+        if j is not None:
+            lf_j = int(self.leaf[leg[j]])
+            right = int(own[j]) + (ROLE_RECV if lf_j in CONSUMING else ROLE_POST)
+            raise self.fail(f"wait_idx should be {right}, not {widx[j]}: a SINGLE_CYCLE_RING "
+                            f"{LEAF_NAMES[lf_j]} leg of channel {c[j]} first waits its own "
+                            f"channel's {sem_name(right)} (FORMATS §4, §7; legs.bin record "
+                            f"{leg[j]}), and its first wait (sem.bin record {fw[j]}) is on "
+                            f"{sem_name(int(widx[j]))} too", "sb2sb.bin", j, "wait_idx")
         for fld, w in zip(names, want):
             got = W[fld].astype(np.int64)
             bad = got != w
