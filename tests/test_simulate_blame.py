@@ -1147,13 +1147,12 @@ def test_an_entry_moved_before_its_ops_terminator_is_named_not_the_ops_count(
 
 
 # ---------------------------------------------------------------- event wait vs 0xBF word
-def test_an_event_wait_the_network_lands_on_names_both_records(tmp_path):
-    """A bf16 all-reduce over ranks 0 and 64 (two trn2 nodes, MESH): rank 0's mesh_reduce
-    (leaf 17, FORMATS §3.2) waits the event its peer's block arrives on across the network,
-    which the net proxy increments (net_ops.bin inc_recv_complete, FORMATS §8.1), no leg.
-    sem.bin's wait value raised by one, the 0xBF word untouched: no leg's increments tell
-    which record is right, so both are named, at the word (until 2026-12-07 the word was,
-    with sem.bin's value as the right one)."""
+def _mesh2n(tmp_path: Path) -> tuple[Path, int, int, int, int, int]:
+    """A bf16 all-reduce over ranks 0 and 64 (two trn2 nodes, MESH): (output, rank 0's
+    mesh_reduce legs.bin record, its first sem.bin record, its 0xBF word, the event it
+    waits, by how much). The mesh_reduce (leaf 17, FORMATS §3.2) waits the event its peer's
+    block arrives on across the network, which the net proxy increments (net_ops.bin
+    inc_recv_complete, FORMATS §8.1), no leg."""
     out = lower_spec(coll_spec("all_reduce", "bf16", [0, 64], 8192, lnc=2), tmp_path / "o",
                      topology="trn2:nodes=2", algo="mesh")
     legs = np.fromfile(out / "rank-0000" / "legs.bin", F.LEG_DTYPE)
@@ -1166,16 +1165,74 @@ def test_an_event_wait_the_network_lands_on_names_both_records(tmp_path):
     assert sem[0] == 20 and struct.unpack_from("<I", sem, 4)[0] == value
     ops = np.fromfile(out / "rank-0000" / "net_ops.bin", F.NET_OPS_INFO_DTYPE)
     assert ((ops["inc_recv_complete"].astype(np.int64) & 0x3FF) == 4 * sid).any()
-    p = out / "rank-0000" / "sem.bin"
+    return out, g, bd, word, sid, value
+
+
+def _patch(out: Path, name: str, offset: int, fmt: str, value: int) -> None:
+    p = out / "rank-0000" / name
     b = bytearray(p.read_bytes())
-    struct.pack_into("<I", b, bd * 16 + 4, value + 1)
+    struct.pack_into(fmt, b, offset, value)
     p.write_bytes(bytes(b))
+
+
+def test_an_event_wait_the_network_lands_on_names_both_records(tmp_path):
+    """Rank 0's mesh_reduce (_mesh2n) waits an event the network lands on. sem.bin's wait
+    value raised by one, the 0xBF word untouched, and rank 0's net_dest.bin unreadable (its
+    last terminator's mark, u32 at 36, made 0 NET_TRANSFER: FORMATS §8.2): the proxy's
+    increments cannot be counted, no leg's tell which record is right, so both are named,
+    at the word (until 2026-12-07 the word was, with sem.bin's value as the right one; since
+    fixer 59b a readable FIFO tells: the test below)."""
+    out, g, bd, word, sid, value = _mesh2n(tmp_path)
+    _patch(out, "sem.bin", bd * 16 + 4, "<I", value + 1)
+    size, _idx, mark = _fifo(out, 0, "net_dest.bin")
+    _patch(out, "net_dest.bin", int(np.flatnonzero(mark == 1)[-1]) * size + 36, "<I", 0)
     rehash(out)
     assert _error(out) == (
         f"{out / 'rank-0000'}: field semaphore_value, rank 0, artifact sb2sb.bin, record "
         f"{word}: the 0xBF word waits semaphore {sid} >= {value}, the leg's first wait (sem.bin "
         f"record {bd}) semaphore {sid} >= {value + 1}: one of the two records is wrong, and "
         f"nothing else read tells which (mesh_reduce leg, legs.bin record {g})")
+
+
+@pytest.mark.parametrize("edit", ["sem value", "word value", "sem event", "word event"])
+def test_an_event_wait_the_network_lands_on_is_named_where_it_was_edited(tmp_path, edit):
+    """Rank 0's mesh_reduce (_mesh2n) waits an event the network lands on: the net proxy
+    adds +1 to it after each receive entry with complete = 1 of an op whose inc_recv_complete
+    names it (FORMATS §8.2), so with the legs' increments the event's waits take what is
+    added (FORMATS §7 "Events"). One record of the wait changed (its value raised by one, or
+    its event moved to the next, 192 + t + 1, in sem.bin's address or the word's wait_idx):
+    the record changed is named (fixer 59b, the fifty-eighth "Left": until then both were,
+    `nothing else read tells which`)."""
+    out, g, bd, word, sid, value = _mesh2n(tmp_path)
+    src = ("the legs of trigger 0's entry on all its ranks and the net proxy's receives "
+           "(FORMATS §8.2)")
+    piece = "(piece 0 of a mesh_reduce leg: the first piece carries the leg's (first) wait, the " \
+        "last its dma_compl_sema increment)"
+    if edit == "sem value":
+        _patch(out, "sem.bin", bd * 16 + 4, "<I", value + 1)
+        want = (f"field value, rank 0, artifact sem.bin, record {bd}: wait value should be "
+                f"{value}, the one the leg's 0xBF word (sb2sb.bin record {word}) carries, not "
+                f"{value + 1}: semaphore {sid} of rank 0 gets {value} from {src}, and its waits "
+                f"here take {value + 1} (mesh_reduce leg, legs.bin record {g})")
+    elif edit == "word value":
+        _patch(out, "sb2sb.bin", word * 64 + 8, "<I", value + 1)
+        want = (f"field semaphore_value, rank 0, artifact sb2sb.bin, record {word}: "
+                f"semaphore_value should be {value}, not {value + 1} {piece}")
+    elif edit == "sem event":
+        addr = struct.unpack_from("<Q", (out / "rank-0000" / "sem.bin").read_bytes(),
+                                  bd * 16 + 8)[0]
+        _patch(out, "sem.bin", bd * 16 + 8, "<Q", addr + 4)
+        want = (f"field addr, rank 0, artifact sem.bin, record {bd}: wait of semaphore {sid + 1} "
+                f"by {value} should be of semaphore {sid} by {value}, the one the leg's 0xBF word "
+                f"(sb2sb.bin record {word}) carries: semaphore {sid} of rank 0 gets {value} from "
+                f"{src}, and its waits here take 0; semaphore {sid + 1} of rank 0 gets 0 from "
+                f"{src}, and its waits here take {value} (mesh_reduce leg, legs.bin record {g})")
+    else:
+        _patch(out, "sb2sb.bin", word * 64 + 5, "<B", sid + 1)
+        want = (f"field wait_idx, rank 0, artifact sb2sb.bin, record {word}: wait_idx should be "
+                f"{sid}, not {sid + 1} {piece}")
+    rehash(out)
+    assert _error(out) == f"{out / 'rank-0000'}: {want}"
 
 
 def test_a_hier_kangaring_leaf_swapped_within_the_family_is_named_at_leaf(

@@ -372,16 +372,20 @@ class Simulator:
             except (SimulationError, OutputError) as exc:  # (an older output's: status 2)
                 raise exc.at(file=str(self.out / rank_dir_name(r))) from None
         try:  # a 0xBF word's event wait against its leg's (RankProgram.event_hold)
-            resolve_event_holds(self.programs)
+            left = resolve_event_holds(self.programs)
         except SimulationError as exc:
             raise exc.at(file=str(self.out / rank_dir_name(exc.where.rank))) from None
+        fifos = FifoDecoder(self.layout, self.programs, self.files, self.sg_index)
         try:
-            self.transfers = FifoDecoder(self.layout, self.programs, self.files,
-                                         self.sg_index).decode()
+            self.transfers = fifos.decode()
         except SimulationError as exc:  # named by its rank folder, as the decoders' errors
+            if left:  # the held disagreement first: the FIFO's may follow from it
+                self._resolve_event_holds(fifos.recv_increments(partial=True))
             if exc.where.rank is not None and exc.where.file is None:
                 exc.at(file=str(self.out / rank_dir_name(exc.where.rank)))
             raise
+        if left:  # an event the network lands on: weighed with the proxy's increments
+            self._resolve_event_holds(fifos.recv_increments())
         try:
             check_ring_pairing(self.programs)
         except SimulationError as exc:
@@ -390,6 +394,14 @@ class Simulator:
             if self.programs[r].late_error is not None:
                 raise self.programs[r].late_error.at(file=str(self.out / rank_dir_name(r)))
         self.files = {}  # the decoded programs hold everything the run needs
+
+    def _resolve_event_holds(self, net: dict | None) -> None:
+        """resolve_event_holds once the FIFOs are read: ``net`` the net proxy's increments
+        (None where the FIFOs cannot tell them: both records are named)."""
+        try:
+            resolve_event_holds(self.programs, net, defer=False)
+        except SimulationError as exc:
+            raise exc.at(file=str(self.out / rank_dir_name(exc.where.rank))) from None
 
     def _subgraph_index(self) -> dict[str, int] | None:
         """Subgraph order of the rewritten NEFF (net_ops_info.basic_block_id); kick words."""

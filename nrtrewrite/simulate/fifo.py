@@ -145,6 +145,7 @@ class FifoDecoder:
                     rank, ch, a["net_ops.bin"][o0:o0 + on], a["net_src.bin"][s0:s0 + sn],
                     a["net_dest.bin"][d0:d0 + dn], rf.raw("net_src.bin")[s0:s0 + sn],
                     rf.raw("net_dest.bin")[d0:d0 + dn], o0, s0, d0)
+        self.built = True  # every channel's FIFO is read (recv_increments' partial split)
         for f in self.fifos.values():
             self._op_entries(f)
             self._check_ops(f)
@@ -160,6 +161,39 @@ class FifoDecoder:
         if summed is not None:
             raise summed
         return transfers
+
+    def recv_increments(self, partial: bool = False) -> "dict[tuple, int] | None":
+        """The net proxy's increments, (rank, trigger, leg, semaphore id) -> count: +1 on
+        the receiving op's ``inc_recv_complete`` semaphore of its own rank after each of the
+        op's receive entries with ``complete = 1`` (FORMATS §8.2), by the op's entry.
+        ``partial``: after :meth:`decode` failed, the FIFOs it left unsplit are split here
+        without its checks; None where one cannot be."""
+        out: dict[tuple[int, int, str, int], int] = {}
+        if partial:
+            if not getattr(self, "built", False):
+                return None
+            for f in self.fifos.values():
+                try:
+                    if len(f.op_entry) != f.ops.size:
+                        self._op_entries(f)
+                    if not f.rx_groups and f.rx.size:
+                        f.rx_groups = self._groups(f, "rx")
+                except SimulationError:
+                    return None
+        for f in self.fifos.values():
+            prog = self.programs[f.rank]
+            for k, (first, n) in f.rx_groups.items():
+                done = int((f.rx["complete"][first:first + n] == 1).sum())
+                if not done:
+                    continue
+                tr, _win, sid, err = self.layout.resolve_sema(
+                    f.rank, np.asarray([f.ops[k]["inc_recv_complete"]]))
+                if int(err[0]) or int(tr[0]) != f.rank:
+                    continue
+                ent = prog.entries[f.op_entry[k]]
+                key = (f.rank, ent.trigger.ordinal, ent.leg, int(sid[0]))
+                out[key] = out.get(key, 0) + done
+        return out
 
     def _check_post_recvs(self) -> SimulationError | None:
         """FORMATS §3: a ``post_recv`` leg's ``num_elements`` is what it receives.  Posting

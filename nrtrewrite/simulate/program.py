@@ -3745,15 +3745,16 @@ class QueueLegs:
         return leg
 
 
-def _event_balance(programs: dict[int, RankProgram], h: EventHold,
-                   sids: set[int]) -> tuple[dict[int, int], dict[int, int]] | None:
+def _event_balance(programs: dict[int, RankProgram], h: EventHold, sids: set[int],
+                   net: dict | None = None) -> tuple[dict[int, int], dict[int, int]] | None:
     """(increments, waits) of each of ``sids`` of rank ``h.rank`` by the legs of ``h``'s
-    entry (its trigger and leg) on every rank, each summed by value; None when a rank of
-    the trigger is not decoded or a net op of the rank receives on one of them (the net
-    proxy's increments are no leg's)."""
-    if sids & h.net_sids:
+    entry (its trigger and leg) on every rank, each summed by value, and by the net proxy
+    where ``net`` gives its increments ((rank, trigger, leg, sid) -> count, FifoDecoder.
+    recv_increments); None when a rank of the trigger is not decoded or a net op of the
+    rank receives on one of them and ``net`` is not given."""
+    if sids & h.net_sids and net is None:
         return None
-    inc = dict.fromkeys(sids, 0)
+    inc = {x: int((net or {}).get((h.rank, h.trigger, h.leg_name, x), 0)) for x in sids}
     wait = dict.fromkeys(sids, 0)
     seen = False
     for q, prog in programs.items():
@@ -3781,7 +3782,8 @@ def _event_balance(programs: dict[int, RankProgram], h: EventHold,
     return inc, wait
 
 
-def resolve_event_holds(programs: dict[int, RankProgram]) -> None:
+def resolve_event_holds(programs: dict[int, RankProgram], net: dict | None = None,
+                        defer: bool = True) -> bool:
     """docs/SIMULATOR.md §2 "Which record a disagreement names": a mesh or RDH leg's 0xBF
     word whose wait (``wait_idx``, ``semaphore_value``) disagrees with its leg's first
     sem.bin wait (held by the rank's decoder, RankDecoder._check_events) is settled by the
@@ -3789,12 +3791,21 @@ def resolve_event_holds(programs: dict[int, RankProgram]) -> None:
     trigger's entry on every rank add to it (FORMATS §7 "Events"). Where the sem.bin wait
     as written breaks that balance and the word's would keep it, the sem.bin record is
     named, with the word's value as the right one; where the word's would break it, the
-    word is named (as before); otherwise both are."""
+    word is named (as before); otherwise both are. A hold on a semaphore a net op of its
+    rank receives on is left (True returned; ``defer``) until ``net`` gives the proxy's
+    increments (FORMATS §8.2: +1 on the receiving op's inc_recv_complete after each receive
+    entry with complete = 1), once the FIFOs are decoded (since 2026-12-07, fixer 59b: both
+    records were named, `nothing else read tells which`, as they still are where the FIFOs
+    cannot be read: ``net`` None, ``defer`` False)."""
+    left = False
     for r in sorted(programs):
         h = programs[r].event_hold
         if h is None:
             continue
         sids = {h.bd_sid, h.word_sid}
+        if defer and net is None and sids & h.net_sids:
+            left = True
+            continue
         window = range(SEM_EVENT_BASE, SEM_EVENT_BASE + ENC_MESH_MAX_NUM_EVENTS)
         if h.word_sid not in window and h.bd_sid in window:
             # FORMATS §4 (MESH, INTRA_RDH rows): a mesh or RDH leg's word waits an event
@@ -3802,7 +3813,7 @@ def resolve_event_holds(programs: dict[int, RankProgram]) -> None:
             raise h.word_error
         bal = None
         if h.word_sid in window:
-            bal = _event_balance(programs, h, sids)
+            bal = _event_balance(programs, h, sids, net)
         if bal is not None:
             inc, wait = bal
             as_is = all(inc[x] == wait[x] for x in sids)
@@ -3810,10 +3821,12 @@ def resolve_event_holds(programs: dict[int, RankProgram]) -> None:
             alt[h.bd_sid] -= h.bd_val
             alt[h.word_sid] += h.word_val
             as_word = all(inc[x] == alt[x] for x in sids)
+            by_net = net is not None and bool(sids & h.net_sids)
+            src = (f"the legs of trigger {h.trigger}'s entry on all its ranks"
+                   + (" and the net proxy's receives (FORMATS §8.2)" if by_net else ""))
             if as_word and not as_is:
-                what = (f"{sem_name(x)} of rank {r} gets {inc[x]} from the legs of trigger "
-                        f"{h.trigger}'s entry on all its ranks, and its waits here take "
-                        f"{wait[x]}" for x in sorted(sids))
+                what = (f"{sem_name(x)} of rank {r} gets {inc[x]} from {src}, and its waits "
+                        f"here take {wait[x]}" for x in sorted(sids))
                 if h.word_sid != h.bd_sid:
                     raise SimulationError(
                         f"wait of {sem_name(h.bd_sid)} by {h.bd_val} should be of "
@@ -3833,14 +3846,15 @@ def resolve_event_holds(programs: dict[int, RankProgram]) -> None:
                 raise SimulationError(
                     f"the 0xBF word waits {sem_name(h.word_sid)} >= {h.word_val}, the leg's first "
                     f"wait (sem.bin record {h.bd}) {sem_name(h.bd_sid)} >= {h.bd_val}, and "
-                    f"neither keeps rank {r}'s waits at what the legs of trigger {h.trigger}'s "
-                    f"entry on all its ranks add ({adds}) ({h.leaf} leg, legs.bin record "
-                    f"{h.leg})", **_where(r, "sb2sb.bin", h.word, h.word_error.where.field))
+                    f"neither keeps rank {r}'s waits at what {src} add ({adds}) ({h.leaf} leg, "
+                    f"legs.bin record {h.leg})",
+                    **_where(r, "sb2sb.bin", h.word, h.word_error.where.field))
         raise SimulationError(
             f"the 0xBF word waits {sem_name(h.word_sid)} >= {h.word_val}, the leg's first "
             f"wait (sem.bin record {h.bd}) {sem_name(h.bd_sid)} >= {h.bd_val}: one of the two "
             f"records is wrong, and nothing else read tells which ({h.leaf} leg, legs.bin "
             f"record {h.leg})", **_where(r, "sb2sb.bin", h.word, h.word_error.where.field))
+    return left
 
 
 def decode_rank(layout: Layout, triggers: dict[int, TriggerSpec], rf: RankFiles) -> RankProgram:
