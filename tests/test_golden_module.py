@@ -230,7 +230,7 @@ DESCRIPTIONS = {
     "diff": "Compare two output folders field by field (rank, file, record, field, both "
             "values).",
     "simulate": "Run every rank's emitted bytes and check every collective bit for bit, on "
-                "exact test data (not the order a sum is taken in: docs/SIMULATOR.md §4). "
+                "exact test data (what a match proves and what it cannot: docs/SIMULATOR.md §4). "
                 "MODEL.neff is lowered into a temporary folder first (with --topology / "
                 "--algo / --host-cc); an output folder OUT is checked first: with --model "
                 "against the model it was lowered from, then against its sha256 checksums.",

@@ -179,7 +179,7 @@ class _SimulateCommand(JsonErrorCommand):
 
 #: ``simulate``'s ``--help`` text (not a docstring: see :data:`nrtrewrite.cli.MAIN_HELP`)
 SIMULATE_HELP = ("Run every rank's emitted bytes and check every collective bit for bit, on "
-                 "exact test data (not the order a sum is taken in: docs/SIMULATOR.md §4).\n\n"
+                 "exact test data (what a match proves and what it cannot: docs/SIMULATOR.md §4).\n\n"
                  "MODEL.neff is lowered into a temporary folder first (with --topology / --algo / "
                  "--host-cc); an output folder OUT is checked first: with --model against the "
                  "model it was lowered from, then against its sha256 checksums.")
