@@ -292,3 +292,134 @@ def test_the_net_ops_table_shows_each_ops_basic_block(ring, mesh, algo, blocks, 
     assert src["net_op_idx"][after] == "0"
     row = ops["basic_block_id"].index("1")  # block 1's first op
     assert row == blocks.count(0)
+
+
+# ---------------------------------------------------------------------------------------
+# Review 59j: segments of blocks of differing shape, a block without entries in a file
+
+
+def _three_node_model(tmp: Path) -> Path:
+    """Three subgraphs over trn2:nodes=3 at LNC 2 (64 ranks a node), --algo ring:
+
+    * sg00 (block 0): a bf16 all-reduce of 12288 bytes, then an all-gather of 6144, over
+      [0, 64, 128];
+    * sg01 (block 1): a bf16 all-reduce of 24576 bytes over [0, 1, 64, 65, 128, 129];
+    * sg02 (block 2): a reduce-scatter of 12288 bytes, then an all-reduce of 6144, over
+      [0, 64, 128].
+
+    Rank 0 on channel 0 (its ring successor 64, across the network, predecessor 128): a
+    ring all-reduce over n = 3 takes 2 (n - 1) = 4 steps, an all-gather or reduce-scatter
+    n - 1 = 2, each step one chunk of 2 halves: tx_entry_cnt 8, 4 (block 0) and 4, 8
+    (block 2).  In block 1 its successor is rank 1, on its node: no transmit entries, so
+    net_src.bin has no segment for block 1 (FORMATS §8 "Basic blocks"), and its 2 (6 - 1)
+    x 2 = 20 receives come from 129.  net_src.bin: block 0's segment 8 entries, a
+    terminator, 4 entries, a terminator, its EXEC_COMPLETE entry (records 0-14), block
+    2's the same shape backward, 4 + 1 + 8 + 1 + 1 (records 15-29)."""
+    def sg(name, group, vars_, ops):
+        return {"name": name, "replica_groups": [group],
+                "vars": [{"name": v, "type": t, "size": s} for v, t, s in vars_],
+                "engines": {"sp": ops}}
+    ar = (lambda s, d, b: {"all_reduce": {"dtype": "bf16", "op": "add", "group": 0,
+                                          "src": s, "dst": d, "bytes": b}})
+    small = [0, 64, 128]
+    spec = {"header": {"pkg_version": 2, "name": "n3", "lnc_size": 2}, "subgraphs": [
+        sg("sg00", small, [("i0", "input", 12288), ("o0", "output", 12288),
+                           ("i1", "input", 6144), ("o1", "output", 18432)],
+           [ar("i0", "o0", 12288),
+            {"all_gather": {"dtype": "bf16", "group": 0, "src": "i1", "dst": "o1",
+                            "bytes": 6144}}]),
+        sg("sg01", [0, 1, 64, 65, 128, 129],
+           [("i0", "input", 24576), ("o0", "output", 24576)],
+           [ar("i0", "o0", 24576)]),
+        sg("sg02", small, [("i0", "input", 12288), ("o0", "output", 4096),
+                           ("i1", "input", 6144), ("o1", "output", 6144)],
+           [{"reduce_scatter": {"dtype": "bf16", "op": "add", "group": 0, "src": "i0",
+                                "dst": "o0", "bytes": 12288}},
+            ar("i1", "o1", 6144)])]}
+    from click.testing import CliRunner
+    from nrtrewrite.cli import main
+    neff = tmp / "n3.neff"
+    neff.write_bytes(assemble_spec(spec))
+    out = tmp / "n3ring"
+    res = CliRunner().invoke(main, ["lower", str(neff), "--topology", "trn2:nodes=3",
+                                    "--algo", "ring", "-o", str(out), "--quiet"])
+    assert res.exit_code == 0, res.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def n3ring(tmp_path_factory) -> Path:
+    return _three_node_model(tmp_path_factory.mktemp("n3"))
+
+
+def test_three_node_ring_layout(n3ring):
+    """The premise of the tests below, from the docstring's arithmetic: rank 0's channel-0
+    ops (block, tx_entry_cnt, rx_entry_cnt) and net_src.bin's marks."""
+    ops, src, _dest = _files(n3ring, 0)
+    assert [(b, tx, rx) for b, _vp, _t, tx, rx in _ops(ops)] == [
+        (0, 8, 8), (0, 4, 4), (1, 0, 20), (2, 4, 4), (2, 8, 8)]
+    marks = [m for _k, m, _s, _r in _recs(src, SRC, 48)]
+    assert marks == [0] * 8 + [1] + [0] * 4 + [1, 2] + [0] * 4 + [1] + [0] * 8 + [1, 2]
+
+
+def test_a_swap_of_two_segments_of_differing_shape_is_named_at_the_segment(
+        n3ring, tmp_path):
+    """Review 59j B: net_src.bin's two segments (records 0-14, block 0's, and 15-29, block
+    2's) swapped.  The op counts in net_ops.bin agree with the FIFO's segments in the other
+    order: block 2's ops count 4, 8 entries, what the first segment now closes after.  The
+    segment is named at its first record, not op 0's untouched tx_entry_cnt."""
+    text = _spoil_and_simulate(n3ring, tmp_path, "net_src.bin",
+                               lambda a: np.concatenate([a[15:30], a[0:15]]))
+    assert (WHERE.format(f="mark", n="net_src.bin", r=0) + "block 0's segment (records "
+            "0-14) has the shape of block 2's: its ops close after 4, 8 entries, what block "
+            "2's ops count (tx_entry_cnt), not block 0's 8, 4") in text, text
+    assert "net_ops.bin" not in text, text
+
+
+@pytest.mark.parametrize("name", ["net_src.bin", "net_dest.bin"])
+def test_a_swap_of_segments_one_op_apart_is_named_at_the_segment(ring, tmp_path, name):
+    """The same in the two-block RING model above: block 0's segment (records 0-5: 4
+    entries, a terminator, EXEC_COMPLETE) and block 1's (6-16: 4 + 1 + 4 + 1 + 1) swapped;
+    block 0 then closes its one op and meets op 1's entries, where block 1's shape (4, 4)
+    fits the segment that runs to record 10."""
+    text = _spoil_and_simulate(ring, tmp_path, name,
+                               lambda a: np.concatenate([a[6:17], a[0:6]]))
+    assert (WHERE.format(f="mark", n=name, r=0) + "block 0's segment (records 0-10) has the "
+            "shape of block 1's: its ops close after 4, 4 entries") in text, text
+
+
+def test_an_exec_complete_entry_for_a_block_without_entries_says_so(n3ring, tmp_path):
+    """Review 59j C: an EXEC_COMPLETE-only segment for block 1 (net_op_idx 0, its one op)
+    inserted at record 15, between block 0's segment and block 2's: block 1 has no
+    net_src.bin entries (tx_entry_cnt 0), so it gets no segment (FORMATS §8 "Basic blocks",
+    third bullet), and the line says so rather than only naming block 2."""
+    def spoil(a):
+        ec = a[14:15].copy()  # block 0's EXEC_COMPLETE entry ...
+        ec["net_op_idx"] = 0  # ... of block 1's one op
+        return np.concatenate([a[:15], ec, a[15:]])
+    text = _spoil_and_simulate(n3ring, tmp_path, "net_src.bin", spoil, drop=-1)
+    assert (WHERE.format(f="mark", n="net_src.bin", r=15) + "an EXEC_COMPLETE entry closes "
+            "block 2's segment, which holds no terminator") in text, text
+    assert ("block 1, whose segment would stand here, has no net_src.bin entries on the "
+            "channel (tx_entry_cnt 0 on its 1 op), so it gets no segment") in text, text
+
+
+@pytest.mark.parametrize("at, blk, op, op_all", [(3, 0, 1, 1), (12, 1, 3, 5)])
+def test_an_exec_complete_entry_before_the_last_terminator_is_named(mesh, tmp_path, at, blk,
+                                                                    op, op_all):
+    """Review 59j A: in the MESH model's net_src.bin (test_two_blocks_mesh_fifo_bytes: block
+    0 E E T(0) T(1) EC(1), block 1 from record 5, T(3) at 12, EC(3) at 13), the last op of
+    a block transmits nothing, so its terminator stands alone before the EXEC_COMPLETE
+    entry.  The two swapped: the EXEC_COMPLETE entry, at ``at``, ends the block while op
+    ``op`` (of the block; ``op_all`` of the channel's slice) is open, and is named, not the
+    terminator read as the next block's."""
+    def spoil(a):
+        assert list(a["mark"][at:at + 2]) == [1, 2]
+        a[at:at + 2] = a[[at + 1, at]]
+        return a
+    text = _spoil_and_simulate(mesh, tmp_path, "net_src.bin", spoil)
+    assert (WHERE.format(f="mark", n="net_src.bin", r=at) + f"an EXEC_COMPLETE entry ends "
+            f"block {blk}'s segment while op {op} of the block (op {op_all} of its net_ops.bin "
+            f"slice) is not closed: it stands before op {op}'s terminator (record {at + 1})")\
+        in text, text
+

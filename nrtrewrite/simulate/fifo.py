@@ -482,6 +482,39 @@ class FifoDecoder:
         sb = 0  # the current segment's index in segs
         seg_terms = 0  # terminators in the current segment so far
         extra_exec = None  # an EXEC_COMPLETE entry past the segments (raised last)
+        seg_start = 0  # the current segment's first record
+
+        def shape(a, m):
+            """Block (a, m)'s ops that use this FIFO, as their entry counts (net_ops.bin)."""
+            return tuple(int(c) for j, c in enumerate(cnts[a:a + m]) if uses[a + j])
+
+        def moved_segment(bid):
+            """Review 59j: where the segment from ``seg_start`` to its EXEC_COMPLETE entry,
+            as entries per terminator, is not block ``bid``'s shape but another block's with
+            a segment here, it is named: the net_ops.bin counts agree with the FIFO's
+            segments in another order, so the segments moved, not a count (until 2026-12-07
+            the untouched count, or the first record past the op count, was named)."""
+            if bid not in (b for b, _a, _m in segs):
+                return
+            end = int(np.searchsorted(execs, seg_start))
+            end = int(execs[end]) if end < execs.size else n
+            marks = recs["mark"][seg_start:end]
+            tpos = np.flatnonzero(marks == OP_COMPLETE)
+            got = tuple(int(c) for c in np.diff(np.append(-1, tpos)) - 1)
+            own = next(shape(a, m) for b, a, m in segs if b == bid)
+            if got == own:
+                return None
+            fit = [b for b, a, m in segs if b != bid and shape(a, m) == got]
+            if not fit:
+                return
+            other = fit[0]
+            raise fail(seg_start,
+                       f"block {bid}'s segment (records {first0 + seg_start}-{first0 + end}) "
+                       f"has the shape of block {other}'s: its ops close after "
+                       f"{', '.join(map(str, got))} entries, what block {other}'s ops count "
+                       f"({cnt_field}), not block {bid}'s {', '.join(map(str, own))}: the "
+                       "segments run one per block, in block order (FORMATS §8 \"Basic "
+                       f"blocks\"), and this one is block {other}'s", "mark")
 
         def closing_fields(j, what):
             """Record j, a terminator or an EXEC_COMPLETE entry (``what``): size 0, the rank
@@ -497,6 +530,23 @@ class FifoDecoder:
             if stray is not None:
                 raise fail(j, f"{what} has non-zero bytes besides net_op_idx, mark and the "
                               f"rank field: {stray[1]} should be 0", stray[0])
+
+        def _skipped(j):
+            """Where segment j follows blocks without entries here (FORMATS §8 "Basic
+            blocks": no segment for them), a note naming them; else ''."""
+            lo = segs[j - 1][0] if 0 < j <= len(segs) else -1
+            hi = segs[j][0] if j < len(segs) else None
+            gone = [(b, m) for b, _a, m in f.blocks if lo < b and (hi is None or b < hi)]
+            if not gone:
+                return ""
+            ids = ", ".join(str(b) for b, _m in gone)
+            ops = sum(m for _b, m in gone)
+            many = len(gone) > 1
+            return (f"; block{'s' if many else ''} {ids}, whose segment{'s' if many else ''} "
+                    f"would stand here, ha{'ve' if many else 's'} no {name} entries on the "
+                    f"channel ({cnt_field} 0 on {'all' if ops > 1 else 'its'} {ops} op"
+                    f"{'s' if ops > 1 else ''}), so {'they get' if many else 'it gets'} no "
+                    "segment and no EXEC_COMPLETE entry")
 
         def block_of(j):
             """Segment j's block (basic_block_id, first op, ops); past the blocks with
@@ -550,7 +600,26 @@ class FifoDecoder:
                     raise fail(i, f"an EXEC_COMPLETE entry closes block {bid}'s segment, which "
                                   "holds no terminator: a segment holds its block's "
                                   "terminators, then one EXEC_COMPLETE entry (FORMATS §8 "
-                                  "\"Basic blocks\")", "mark")
+                                  "\"Basic blocks\")" + _skipped(sb), "mark")
+                # every op of the block whose entry uses this FIFO is closed before the
+                # segment ends (review 59j: an EXEC_COMPLETE entry moved before the last op's
+                # terminator, where that op has no entries here, was taken as the block's end
+                # and the terminator as the next block's)
+                open_ = [j for j in range(nb) if uses[base + j] and base + j not in groups]
+                if open_:
+                    j = open_[0]
+                    nxt_t = i + 1 < n and int(recs["mark"][i + 1]) == OP_COMPLETE and int(
+                        recs["net_op_idx"][i + 1]) == j
+                    where = (f"stands before op {j}'s terminator (record {first0 + i + 1})"
+                             if nxt_t and len(open_) == 1 else
+                             f"stands where op {j}'s terminator belongs")
+                    raise fail(i, f"an EXEC_COMPLETE entry ends block {bid}'s segment while "
+                                  f"op {j} of the block (op {base + j} of its net_ops.bin "
+                                  f"slice) is not closed: it {where}; the FIFO exists for "
+                                  f"the op's entry {f.op_entry[base + j]}, so every op of "
+                                  "the entry is closed by its terminator before the block's "
+                                  "EXEC_COMPLETE entry (FORMATS §8 \"Terminator\", \"Basic "
+                                  "blocks\")", "mark")
                 if int(term["net_op_idx"]) != nb - 1:
                     raise fail(i, f"EXEC_COMPLETE net_op_idx should be {nb - 1}, block {bid}'s "
                                   f"last op ({nb} op(s) on the channel, counted from 0), not "
@@ -558,6 +627,7 @@ class FifoDecoder:
                 closing_fields(i, "EXEC_COMPLETE entry")
                 sb, seg_terms, prev = sb + 1, 0, -1
                 i += 1
+                seg_start = i
                 continue
             k = int(ents["net_op_idx"][0]) if ents.size else int(term["net_op_idx"])
             if int(term["mark"]) != OP_COMPLETE:
@@ -567,6 +637,7 @@ class FifoDecoder:
             restart = (prev >= 0 and int(term["net_op_idx"]) == 0
                        and not ents["net_op_idx"].any())
             if prev == nb - 1 or restart:
+                moved_segment(bid)
                 # the block's ops are all closed, or the records start over at op 0: where
                 # block bid's segment should have ended
                 raise fail(start, f"mark {int(recs['mark'][start])}, net_op_idx "
@@ -605,6 +676,7 @@ class FifoDecoder:
             k_rel, k = k, base + k
             closing_fields(i, "terminator")
             if ents.size != int(f.ops[cnt_field][k]):
+                moved_segment(bid)
                 # (named where the count is, op k's net_ops.bin record: until 2026-12-06 at
                 # the terminator's record of this FIFO, which has no such field)
                 raise SimulationError(
