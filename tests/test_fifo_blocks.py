@@ -423,3 +423,30 @@ def test_an_exec_complete_entry_before_the_last_terminator_is_named(mesh, tmp_pa
             f"slice) is not closed: it stands before op {op}'s terminator (record {at + 1})")\
         in text, text
 
+
+def test_dump_shows_each_fifo_records_block(n3ring, tmp_path):
+    """Review 59j D: rank 0's net_src.bin has no segment for block 1 (no transmit entries
+    there), so its second segment is block 2's; dump's ``block`` column and ``--json`` key
+    say so.  From the docstring of _three_node_model: net_src.bin 15 records of block 0,
+    15 of block 2; net_dest.bin 8 + 1 + 4 + 1 + 1 = 15 of block 0, 20 + 1 + 1 = 22 of block
+    1, 15 of block 2.  Where the file does not split at its ops (the two segments swapped),
+    every record's block is null (``-``), as its channel is."""
+    from click.testing import CliRunner
+    from nrtrewrite.cli import main
+    want = {"net_src.bin": [0] * 15 + [2] * 15,
+            "net_dest.bin": [0] * 15 + [1] * 22 + [2] * 15}
+    res = CliRunner().invoke(main, ["dump", "--fifo", str(n3ring), "--rank", "0", "--json"])
+    assert res.exit_code == 0, res.output
+    files = json.loads(res.output)["ranks"][0]["files"]
+    for name, blocks in want.items():
+        assert [r["block"] for r in files[name]] == blocks
+        assert list(files[name][0])[-2:] == ["channel", "block"]
+        table = _table(n3ring, name)
+        assert list(table)[:3] == ["#", "channel", "block"]
+        assert table["block"] == [str(b) for b in blocks]
+    m = Out(n3ring, tmp_path / "mut")
+    a = m.arr(0, "net_src.bin")
+    m.put(0, "net_src.bin", np.concatenate([a[15:30], a[0:15]]))
+    m.fix_manifest_counts(0)
+    table = _table(m.path, "net_src.bin")
+    assert table["block"] == ["-"] * 30 and table["channel"] == ["-"] * 30

@@ -50,9 +50,9 @@ COLUMNS: dict[str, tuple[str, ...]] = {
                     "tx_entry_cnt", "rx_entry_cnt",
                     "initial_send_credits", "ending_recv_credits", "net_idx_loop_size",
                     "inc_send_handshake", "inc_recv_handshake"),
-    "net_src.bin": ("channel", "net_op_idx", "complete", "dev_addr", "size", "mark_name",
+    "net_src.bin": ("channel", "block", "net_op_idx", "complete", "dev_addr", "size", "mark_name",
                     "dst_rank", "dst_addr"),
-    "net_dest.bin": ("channel", "net_op_idx", "complete", "dev_addr", "size", "mark_name",
+    "net_dest.bin": ("channel", "block", "net_op_idx", "complete", "dev_addr", "size", "mark_name",
                      "src_rank"),
 }
 #: The rank manifest's ``fifo`` slice of each FIFO address file (docs/FORMATS.md §1.2) and the
@@ -97,37 +97,43 @@ SELECTORS: dict[str, str] = {
 
 
 def fifo_channels(rdir: Path, name: str, size: int) -> dict[str, np.ndarray] | None:
-    """The ``channel`` of each of the ``size`` records of FIFO address file ``name``
-    (:data:`FIFO_SLICES`) of rank folder ``rdir``: the channel of the rank manifest's
-    ``fifo`` slice that holds it; None for every record when the manifest or its ``fifo``
+    """The ``channel`` and ``block`` of each of the ``size`` records of FIFO address file
+    ``name`` (:data:`FIFO_SLICES`) of rank folder ``rdir``: the channel of the rank
+    manifest's ``fifo`` slice that holds it, and the ``basic_block_id`` of the segment it is
+    in (FORMATS §8 "Basic blocks": a block without entries in the file has no segment, so
+    the n-th segment is not always block n - 1); None for every record when the manifest or
+    its ``fifo``
     cannot be read, or when its slices are faulty in a way ``simulate`` refuses: not tiling
     the files (:func:`~nrtrewrite.simulate.artifacts.check_fifo_slices` against the records
     the three FIFO files hold: a slice out of range, not following the previous channel's,
     overlapping one, ...) or not splitting them at their ops (:func:`_slices_split_ops`),
     since a record's channel is then no better than a guess (dump decodes what is there;
-    simulate checks more).  ``{"channel": values}`` (an object array), or None for another
-    file."""
+    simulate checks more).  ``{"channel": values, "block": values}`` (object arrays), or
+    None for another file."""
     from nrtrewrite.simulate.artifacts import FIFO_FILES, check_fifo_slices, read_rank_fifo
     if name not in FIFO_SLICES:
         return None
     channel = np.full(size, None, object)
+    unsplit = {"channel": channel, "block": np.full(size, None, object)}
     try:
         fifo = read_rank_fifo(rdir)
         files = {fname: open_records(rdir / fname) for fname in FIFO_FILES}
         if files[name].size != size:
-            return {"channel": channel}
+            return unsplit
         check_fifo_slices(fifo, {fname: rf.size for fname, rf in files.items()})
-        if not _slices_split_ops(fifo, files):
-            return {"channel": channel}
+        blocks = _slices_split_ops(fifo, files)
+        if blocks is None:
+            return unsplit
     except NrtRewriteError:
-        return {"channel": channel}
+        return unsplit
     for ch, slices in fifo:
         first, count = slices[FIFO_SLICES[name][0]]
         channel[first:first + count] = ch
-    return {"channel": channel}
+    return {"channel": channel, "block": blocks[name]}
 
 
-def _slices_split_ops(fifo: list[tuple[int, tuple[tuple[int, int], ...]]], files: dict) -> bool:
+def _slices_split_ops(fifo: list[tuple[int, tuple[tuple[int, int], ...]]],
+                      files: dict) -> dict[str, np.ndarray] | None:
     """Whether the ``fifo`` slices of a rank folder (tiling its FIFO files, ``files``: their
     :class:`~nrtrewrite.artifacts.RecordFile`) also split them at their ops as FORMATS §8
     says, the part of ``simulate``'s checks that tells which channel a record is: each
@@ -139,17 +145,19 @@ def _slices_split_ops(fifo: list[tuple[int, tuple[tuple[int, int], ...]]], files
     is the block's last op (FORMATS §8 "Basic blocks"); each terminator closes the entries
     before it (after the previous one), all of them and it with one ``net_op_idx`` k, op k
     of the segment's block (counted from 0, ascending), whose count counts those entries.
-    An :class:`NrtRewriteError` when a file cannot be read or changed since it was checked
-    (``RecordFile.chunks``)."""
+    If so, per FIFO address file, the ``basic_block_id`` of the segment each record is in
+    (an object array); else None.  An :class:`NrtRewriteError` when a file cannot be read
+    or changed since it was checked (``RecordFile.chunks``)."""
     ops_all = _columns(files["net_ops.bin"], ("enc_channel", "basic_block_id", "tx_entry_cnt",
                                               "rx_entry_cnt"))
     sides_all = {fname: _columns(files[fname], ("mark", "net_op_idx")) for fname in FIFO_SLICES}
     transfer, complete = int(NetAddrMark.NET_TRANSFER), int(NetAddrMark.NET_OP_COMPLETE)
     exec_complete = int(NetAddrMark.EXEC_COMPLETE)
+    block = {fname: np.full(files[fname].size, None, object) for fname in FIFO_SLICES}
     for ch, slices in fifo:
         o0, on = slices[0]
         if (ops_all["enc_channel"][o0:o0 + on] != ch).any():
-            return False
+            return None
         bb = ops_all["basic_block_id"][o0:o0 + on]
         firsts = np.flatnonzero(np.append(True, bb[1:] != bb[:-1])) if on else np.zeros(0, int)
         blocks = list(zip(firsts.tolist(), np.diff(np.append(firsts, on)).tolist()))
@@ -163,19 +171,20 @@ def _slices_split_ops(fifo: list[tuple[int, tuple[tuple[int, int], ...]]], files
             if (stops.size != len(segs) or (count and mark[-1] != exec_complete)
                     or not ((mark == transfer) | (mark == complete)
                             | (mark == exec_complete)).all()):
-                return False
+                return None
             for (a, m), lo, hi in zip(segs, np.append(-1, stops[:-1]) + 1, stops):
                 smark, sidx = mark[lo:hi], idx[lo:hi]
                 if not smark.size or smark[-1] != complete or idx[hi] != m - 1:
-                    return False
+                    return None
+                block[fname][first + lo:first + hi + 1] = int(bb[a])
                 ends = np.flatnonzero(smark == complete)  # each op's terminator
                 k = sidx[ends]                             # the op each terminator closes
                 entries = np.diff(ends, prepend=-1) - 1    # the entries before each terminator
                 if ((k >= m).any() or (k[1:] <= k[:-1]).any()
                         or (np.repeat(k, entries + 1) != sidx).any()
                         or (counts[a:a + m][k] != entries).any()):
-                    return False
-    return True
+                    return None
+    return block
 
 
 def _columns(rf, names: tuple[str, ...]) -> dict[str, np.ndarray]:
