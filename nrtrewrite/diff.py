@@ -93,12 +93,17 @@ class Difference:
     b: object
     path: tuple = ()
     as_json: bool = False
+    #: a FIFO file's record compared in its channel's ``fifo`` slice (:func:`_fifo_diff`):
+    #: that channel (the text's `` (channel C)``, JSON ``channel``); None elsewhere
+    channel: int | None = None
 
     def line(self, name: Callable[[str], str] = str) -> str:
         """The line; ``name`` shows ``where`` (a path in the folder, ``NEFF:member``: the
         CLI's ``errors.escape_controls``); the field (a key path with its odd keys quoted)
         and the values (``repr`` or JSON) are quoted already."""
         rec = f"[{self.record}]" if self.record is not None else ""
+        if self.channel is not None:
+            rec += f" (channel {self.channel})"
         where = name(self.where)
         if self.field == "damaged":
             return f"{where} damaged in B: {self.b}"
@@ -107,6 +112,9 @@ class Difference:
         # an artifact record's address fields in hex as dump shows them, any other integer
         # (counts, sizes, lengths, values) in decimal
         hx = self.record is not None and ":" not in self.where and self.field in HEX_FIELDS
+        if self.field in ("added", "removed"):  # a FIFO record on one side only, decoded
+            held = self.a if self.b is ABSENT else self.b
+            return f"{where}{rec} {self.field}: {_record_text(held)}"
         return f"{where}{rec} {self.field}: {_fmt(self.a, hx)} != {_fmt(self.b, hx)}"
 
     def to_json(self) -> dict:
@@ -114,11 +122,20 @@ class Difference:
         # the disk, docs/CLI.md "Paths in the output"; a NEFF member is the archive's text)
         path = ([k.to_json() if isinstance(k, ItemKey) else k for k in self.path]
                 if self.path else self.field.split("."))
-        return {"where": self.where, "record": self.record, "field": self.field,
-                "path": path,
-                "a": None if self.a is ABSENT else self.a,
-                "b": None if self.b is ABSENT else self.b,
-                "a_present": self.a is not ABSENT, "b_present": self.b is not ABSENT}
+        out = {"where": self.where, "record": self.record, "field": self.field,
+               "path": path,
+               "a": None if self.a is ABSENT else self.a,
+               "b": None if self.b is ABSENT else self.b,
+               "a_present": self.a is not ABSENT, "b_present": self.b is not ABSENT}
+        if self.channel is not None:
+            out["channel"] = self.channel
+        return out
+
+
+def _record_text(d: dict) -> str:
+    """A decoded record on one side only as text, ``{net_op_idx: 0, ..., mark_name:
+    'EXEC_COMPLETE'}``: each field as a record line shows it (addresses in hex)."""
+    return "{" + ", ".join(f"{k}: {_fmt(v, k in HEX_FIELDS)}" for k, v in d.items()) + "}"
 
 
 def _fmt(v, hex_int: bool = False) -> str:
@@ -223,18 +240,38 @@ class FileCount:
     #: what a record is called in the text: ``records`` (an artifact's), ``instructions``
     #: (a NEFF member's instruction stream, whose records are 64-byte words)
     unit: str = "records"
+    #: a FIFO file compared slice by slice (:func:`_fifo_diff`): the slice's channel, its
+    #: records in A and B being ``records_a``, ``records_b``, and the records past the
+    #: common ones (``added`` in B, ``removed`` from A); None: the whole file
+    channel: int | None = None
+    added: int = 0
+    removed: int = 0
 
     def line(self, name: Callable[[str], str] = str) -> str:
         """The line; ``name`` shows ``where`` (as :meth:`Difference.line`)."""
         n = min(self.records_a, self.records_b)
         per = ", ".join(f"{k} {v}" for k, v in self.fields.items() if v)
-        return (f"{name(self.where)}: {self.differing_records} of {n} {self.unit} differ "
-                f"({per})")
+        if self.channel is None:
+            return (f"{name(self.where)}: {self.differing_records} of {n} {self.unit} differ "
+                    f"({per})")
+        text = (f"{name(self.where)} (channel {self.channel}): {self.differing_records} of {n} "
+                f"common {self.unit} differ")
+        if per:
+            text += f" ({per})"
+        for k, what in ((self.added, "added"), (self.removed, "removed")):
+            if k:
+                text += f", {counted(k, 'record')} {what}"
+        if self.records_a != self.records_b:
+            text += f" ({self.records_a} != {self.records_b} records)"
+        return text
 
     def to_json(self) -> dict:
-        return {"where": self.where, "records_a": self.records_a,
-                "records_b": self.records_b,
-                "differing_records": self.differing_records, "fields": dict(self.fields)}
+        out = {"where": self.where, "records_a": self.records_a,
+               "records_b": self.records_b,
+               "differing_records": self.differing_records, "fields": dict(self.fields)}
+        if self.channel is not None:
+            out.update(channel=self.channel, added=self.added, removed=self.removed)
+        return out
 
 
 #: The top-level keys a :class:`ValueCount`'s text line names; the rest it counts (``--json``
@@ -312,7 +349,7 @@ class Report:
     def __init__(self, limit: int | None = None, on_difference=None, on_file=None,
                  on_records=None, atomic=contextlib.nullcontext, on_checksum=None,
                  strict: bool = False, on_layout=None, on_recompressed=None,
-                 on_values=None, on_folder=None):
+                 on_values=None, on_folder=None, on_positional=None):
         self.atomic = atomic
         self.limit = limit
         self.count = 0
@@ -341,6 +378,9 @@ class Report:
         #: ``on_folder(FolderCount)``: a rank folder on one side only whose line is past
         #: ``limit`` (:meth:`add_folder`)
         self.on_folder = on_folder or (lambda fc: None)
+        #: ``on_positional(where, why)``: FIFO file ``where``, whose bytes differ, compared by
+        #: position, not slice by slice, and why (:func:`_fifo_slices`), before its lines
+        self.on_positional = on_positional or (lambda where, why: None)
 
     def room(self) -> int | None:
         """How many more differences will be shown (None: no limit)."""
@@ -405,29 +445,32 @@ class Report:
                 self.on_folder(FolderCount(where, side, entries()))
 
     def add_records(self, where: str, name: str, recs: np.ndarray, xa: np.ndarray,
-                    xb: np.ndarray) -> None:
+                    xb: np.ndarray, channel: int | None = None) -> None:
         """Differing records of artifact ``name``, one difference each: record ``recs[j]``
         is ``xa[j]`` in A and ``xb[j]`` in B.  The ones still shown go, :data:`RECORDS_BLOCK`
         at a time, to ``on_records(index of the first, where, name, recs, xa, xb)`` when it
         takes them (returns True: it wrote their lines itself, :func:`record_line_texts`),
         else one by one as :func:`_record_lines` to ``on_difference``; the rest are counted
-        without being decoded."""
+        without being decoded.  ``channel``: the FIFO slice's the records are compared in
+        (:func:`_fifo_diff`), named in their lines (``on_records`` is given it as
+        ``channel=``)."""
         n = len(recs)
         room = self.room()
         m = n if room is None else min(room, n)
+        kw = {} if channel is None else {"channel": channel}
         for lo in range(0, m, RECORDS_BLOCK):
             hi = min(m, lo + RECORDS_BLOCK)
             if self.on_records is not None:
                 with self.atomic():
                     took = self.on_records(self.count, where, name, recs[lo:hi], xa[lo:hi],
-                                           xb[lo:hi])
+                                           xb[lo:hi], **kw)
                     if took:
                         self.count += hi - lo
                         self.shown += hi - lo
                 if took:
                     continue
             for j in range(lo, hi):
-                self.add(_record_lines(where, name, int(recs[j]), xa[j], xb[j]))
+                self.add(_record_lines(where, name, int(recs[j]), xa[j], xb[j], channel))
         self.add_many(n - m)
 
 
@@ -832,6 +875,14 @@ def layout_note(lines: list[Difference], name: Callable[[str], str] = str) -> st
             "--strict makes it one)")
 
 
+def positional_note(where: str, why: str, name: Callable[[str], str] = str) -> str:
+    """The note that FIFO file ``where`` is compared by position, not slice by slice
+    (:func:`_fifo_slices`: ``why``): an added or removed record there reads as changes of
+    every record after it (docs/CLI.md "diff")."""
+    return (f"{name(where)} compared record by record by position, not by the rank "
+            f"manifests' fifo slices: {escape_controls(why)}")
+
+
 def recompressed_note(neff: str, name: Callable[[str], str] = str) -> str:
     """The note beside the difference of two rewritten NEFFs whose members all hold the same
     bytes while their payloads' bytes differ (docs/FORMATS.md §9)."""
@@ -921,7 +972,8 @@ def _column(x: np.ndarray, keys: tuple[str, ...]) -> np.ndarray:
     return x
 
 
-def _record_lines(where: str, name: str, i: int, ra: np.void, rb: np.void) -> list[Difference]:
+def _record_lines(where: str, name: str, i: int, ra: np.void, rb: np.void,
+                  channel: int | None = None) -> list[Difference]:
     """The differing decoded fields of record ``i`` (both decodings' fields: a spad entry's
     bytes 4..7 are named by its algo_type); ``raw`` with both records' hex if none differs
     (every byte is in a named field: a backstop, never a silent record)."""
@@ -930,9 +982,10 @@ def _record_lines(where: str, name: str, i: int, ra: np.void, rb: np.void) -> li
     for key in list(da) + [k for k in db if k not in da]:
         va, vb = da.get(key, ABSENT), db.get(key, ABSENT)
         if va != vb:
-            out.append(Difference(where, i, key, va, vb))
+            out.append(Difference(where, i, key, va, vb, channel=channel))
     if not out:
-        out.append(Difference(where, i, "raw", ra.tobytes().hex(), rb.tobytes().hex()))
+        out.append(Difference(where, i, "raw", ra.tobytes().hex(), rb.tobytes().hex(),
+                              channel=channel))
     return out
 
 
@@ -952,7 +1005,8 @@ def _neq_columns(ca: dict, cb: dict) -> np.ndarray:
 
 def record_line_texts(index: int, where: str, name: str, recs: np.ndarray, xa: np.ndarray,
                       xb: np.ndarray, as_json: bool = False,
-                      escape: Callable[[str], str] = str) -> list[str] | None:
+                      escape: Callable[[str], str] = str,
+                      channel: int | None = None) -> list[str] | None:
     """The lines of differing records (record ``recs[j]``: ``xa[j]`` in A, ``xb[j]`` in B;
     difference ``index + j``) as text, exactly as :func:`_record_lines`' lines would be
     written: ``escape_line(line.line(escape))`` for each :class:`Difference`, or with
@@ -962,7 +1016,7 @@ def record_line_texts(index: int, where: str, name: str, recs: np.ndarray, xa: n
     column (``decode_columns``) with one format string per field, not a decoded dict per
     record.  None where the record-at-a-time path is needed: records decoded with other
     keys in A and B (spad.bin's ring and mesh-overlay entries), or a record none of whose
-    decoded fields differs (its ``raw`` line)."""
+    decoded fields differs (its ``raw`` line).  ``channel``: as :meth:`Report.add_records`'."""
     ga, gb = decode_columns(name, xa), decode_columns(name, xb)
     if len(ga) != 1 or len(gb) != 1:  # (one group: the same keys on both sides)
         return None
@@ -976,6 +1030,8 @@ def record_line_texts(index: int, where: str, name: str, recs: np.ndarray, xa: n
     out = np.empty(int(line_of[-1]) + 1, object)
     numbers = (np.arange(len(recs)) + index) if as_json else None
     name_text = (lambda v: escape_line(json.dumps(v) if as_json else repr(v)))
+    at = "" if channel is None else f" (channel {int(channel)})"
+    also = "" if channel is None else f', "channel": {int(channel)}'
     for k, key in enumerate(ca):
         rows = np.flatnonzero(neq[:, k])
         if not len(rows):
@@ -989,10 +1045,10 @@ def record_line_texts(index: int, where: str, name: str, recs: np.ndarray, xa: n
             fmt = ('{"index": %d, "where": ' + json.dumps(where).replace("%", "%%")
                    + ', "record": %d, "field": ' + json.dumps(key).replace("%", "%%")
                    + ', "path": ' + json.dumps(key.split(".")).replace("%", "%%")
-                   + ', "a": %s, "b": %s, "a_present": true, "b_present": true}')
+                   + ', "a": %s, "b": %s, "a_present": true, "b_present": true' + also + '}')
             texts = [fmt % t for t in zip(numbers[rows].tolist(), recs[rows].tolist(), va, vb)]
         else:
-            fmt = (escape(where).replace("%", "%%") + "[%d] "
+            fmt = (escape(where).replace("%", "%%") + "[%d]" + at + " "
                    + escape_line(key).replace("%", "%%") + ": %s != %s")
             texts = [fmt % t for t in zip(recs[rows].tolist(), va, vb)]
         out[line_of[rows * nkeys + k]] = texts
@@ -1011,22 +1067,33 @@ def _read_block(fh, buf: bytearray, nbytes: int, path: Path) -> memoryview:
     return view
 
 
+#: A FIFO slice lined up on both sides (:func:`_fifo_slices`): its channel, its first record
+#: and count in A, in B.
+FifoSlice = tuple[int, int, int, int, int]
+
+
 def _records_diff(rep: Report, where: str, name: str, fa: Path, fb: Path,
-                  na: int, nb: int) -> None:
+                  na: int, nb: int, slices: list[FifoSlice] | None = None) -> None:
     """Compare the first ``min(na, nb)`` records of two artifact files, a block of
     :data:`CHUNK_BYTES` at a time read into two reused buffers (memory stays two blocks
     whatever the files' size): differing records are found and their raw fields counted with
-    numpy, and only the records :class:`Report` still shows are decoded."""
+    numpy, and only the records :class:`Report` still shows are decoded.  With ``slices``
+    (a FIFO file's channels lined up, :func:`_fifo_slices`) slice by slice instead: each
+    slice's records in common (the first ``min`` of its two counts) record by record, named
+    by A's index and (a net_src.bin or net_dest.bin record) the channel, then each record
+    past them on one side only, one difference (``added``: B's, named by B's index;
+    ``removed``: A's), and a count line per slice that differs (:class:`FileCount` with its
+    ``channel``); no ``records`` line (the added and removed records stand for it)."""
     dtype = F.ARTIFACTS[name][0]
     size = dtype.itemsize
-    if na != nb:
-        rep.add([Difference(where, None, "records", na, nb)])
-    n = min(na, nb)
-    fc = FileCount(where, na, nb)
+    if slices is None:
+        if na != nb:
+            rep.add([Difference(where, None, "records", na, nb)])
+        slices = [(None, 0, min(na, nb), 0, min(na, nb))]
     leaves = _leaf_fields(dtype)
-    fc.fields = {shown: 0 for shown, _ in leaves}
     step = max(1, CHUNK_BYTES // size)
-    bufa, bufb = bytearray(min(n, step) * size), bytearray(min(n, step) * size)
+    most = max((min(ca, cb) for _, _, ca, _, cb in slices), default=0)
+    bufa, bufb = bytearray(min(most, step) * size), bytearray(min(most, step) * size)
     try:
         ha = _open_regular(fa)
     except OSError as exc:
@@ -1038,32 +1105,105 @@ def _records_diff(rep: Report, where: str, name: str, fa: Path, fb: Path,
             rep.add([_damaged(where, _why(exc))])
             return
         with hb:
-            for lo in range(0, n, step):
-                k = min(step, n - lo)
-                pair = _read_pair(rep, where, fa, lambda: _read_block(ha, bufa, k * size, fa),
-                                  lambda: _read_block(hb, bufb, k * size, fb))
-                if pair is None:  # B's damage: the records before it stay compared
-                    break
-                va, vb = pair
-                if va == vb:
-                    continue
-                # every record size is a multiple of 8 bytes: compare 64-bit words
-                wa = np.frombuffer(va, "<u8").reshape(k, size // 8)
-                wb = np.frombuffer(vb, "<u8").reshape(k, size // 8)
-                idx = np.flatnonzero((wa != wb).any(axis=1))
-                xa = np.frombuffer(va, dtype)[idx]  # (copies of the differing records)
-                xb = np.frombuffer(vb, dtype)[idx]
-                for shown, keys in leaves:
-                    neq = _column(xa, keys) != _column(xb, keys)
-                    if neq.ndim > 1:
-                        neq = neq.reshape(len(idx), -1).any(axis=1)
-                    fc.fields[shown] += int(np.count_nonzero(neq))
-                fc.differing_records += len(idx)
-                rep.add_records(where, name, lo + idx, xa, xb)
-                del wa, wb, va, vb
-    if fc.differing_records:
-        with rep.atomic():
-            rep.on_file(fc)
+            for ch, a0, ca, b0, cb in slices:
+                fc = (FileCount(where, na, nb) if ch is None
+                      else FileCount(where, ca, cb, channel=ch))
+                fc.fields = {shown: 0 for shown, _ in leaves}
+                # (a net_ops.bin record holds its channel, enc_channel: its lines name none)
+                named = None if name == "net_ops.bin" else ch
+                n = min(ca, cb)
+                ha.seek(a0 * size)
+                hb.seek(b0 * size)
+                for lo in range(0, n, step):
+                    k = min(step, n - lo)
+                    pair = _read_pair(rep, where, fa,
+                                      lambda: _read_block(ha, bufa, k * size, fa),
+                                      lambda: _read_block(hb, bufb, k * size, fb))
+                    if pair is None:  # B's damage: the records before it stay compared
+                        return
+                    va, vb = pair
+                    if va == vb:
+                        continue
+                    # every record size is a multiple of 8 bytes: compare 64-bit words
+                    wa = np.frombuffer(va, "<u8").reshape(k, size // 8)
+                    wb = np.frombuffer(vb, "<u8").reshape(k, size // 8)
+                    idx = np.flatnonzero((wa != wb).any(axis=1))
+                    xa = np.frombuffer(va, dtype)[idx]  # (copies of the differing records)
+                    xb = np.frombuffer(vb, dtype)[idx]
+                    for shown, keys in leaves:
+                        neq = _column(xa, keys) != _column(xb, keys)
+                        if neq.ndim > 1:
+                            neq = neq.reshape(len(idx), -1).any(axis=1)
+                        fc.fields[shown] += int(np.count_nonzero(neq))
+                    fc.differing_records += len(idx)
+                    rep.add_records(where, name, a0 + lo + idx, xa, xb, named)
+                    del wa, wb, va, vb
+                if ch is not None and ca != cb:  # the records one side has past the other's
+                    fc.added, fc.removed = max(0, cb - ca), max(0, ca - cb)
+                    h, f0, side = (hb, b0, "added") if cb > ca else (ha, a0, "removed")
+                    rep.add_first(abs(cb - ca), lambda j, h=h, at=f0 + n, side=side, ch=named: (
+                        _one_sided(where, name, dtype, h, at + j, side, ch)))
+                if fc.differing_records or fc.added or fc.removed:
+                    with rep.atomic():
+                        rep.on_file(fc)
+
+
+def _one_sided(where: str, name: str, dtype: np.dtype, fh, i: int, side: str,
+               channel: int | None) -> list[Difference]:
+    """The line of record ``i`` of the open file ``fh`` (B's when ``side`` is ``added``, A's
+    when ``removed``), which the other side's slice of ``channel`` has no record for: its
+    decoded fields (:func:`~nrtrewrite.artifacts.decode_record`)."""
+    size = dtype.itemsize
+    try:
+        fh.seek(i * size)
+        raw = fh.read(size)
+    except OSError as exc:
+        if side == "removed":  # (A, the reference)
+            raise OutputError(f"{where}: cannot read ({_why(exc)})") from None
+        return [_damaged(where, _why(exc))]
+    if len(raw) != size:
+        why = "cannot read (it shrank while being compared)"
+        if side == "removed":
+            raise OutputError(f"{where}: {why}")
+        return [_damaged(where, why)]
+    d = decode_record(name, np.frombuffer(raw, dtype)[0])
+    return [Difference(where, i, side, d if side == "removed" else ABSENT,
+                       d if side == "added" else ABSENT, channel=channel)]
+
+
+#: The FIFO files compared slice by slice when both rank manifests' ``fifo`` slices are valid
+#: and name the same channels (FORMATS §1.2, §8): the key of each file's slice.
+FIFO_KEYS = {"net_ops.bin": "ops", "net_src.bin": "src", "net_dest.bin": "dest"}
+
+
+def _fifo_slices(ra: Path, rb: Path) -> dict[str, list[FifoSlice]] | str:
+    """Rank folders ``ra`` and ``rb``'s FIFO files lined up by their manifests' ``fifo``
+    slices, per file name (:data:`FIFO_KEYS`) the slices of each channel in A and B; or why
+    they cannot be (compared by position then): a manifest or its ``fifo`` that cannot be
+    read or is not of its form, slices that do not tile the files as ``simulate`` checks
+    (:func:`~nrtrewrite.simulate.artifacts.check_fifo_slices`), or other channels on the
+    two sides."""
+    from nrtrewrite.simulate.artifacts import check_fifo_slices, read_rank_fifo
+    got = []
+    for side, rdir in (("A", ra), ("B", rb)):
+        try:
+            fifo = read_rank_fifo(rdir)
+            records = {}
+            for fname in FIFO_KEYS:
+                n, why = _artifact_records(rdir / fname, fname)
+                if why:
+                    return f"{side}'s {fname}: {why}"
+                records[fname] = n
+            check_fifo_slices(fifo, records)
+        except NrtRewriteError as err:
+            return f"{side}'s fifo slices: {err.line()}"
+        got.append(fifo)
+    fa, fb = got
+    if [ch for ch, _ in fa] != [ch for ch, _ in fb]:
+        return (f"the fifo slices are of other channels, A's {[ch for ch, _ in fa]}, B's "
+                f"{[ch for ch, _ in fb]}")
+    return {fname: [(ch, *sa[k], *sb[k]) for (ch, sa), (_, sb) in zip(fa, fb)]
+            for k, fname in enumerate(FIFO_KEYS)}
 
 
 def _artifact_records(p: Path, name: str) -> tuple[int | None, str | None]:
@@ -1988,18 +2128,27 @@ def _rank_diff(rep: Report, r: str, ra: Path, rb: Path, in_a: bool, in_b: bool) 
                                "manifest.json" in names_a, "manifest.json" in names_b, held)
     known = {"manifest.json", *F.ARTIFACTS}
     _other_entries(rep, r, ra, rb, names_a, names_b, known, known)
+    fifo: list = []  # (the FIFO files' slices once needed: _fifo_slices)
+
+    def slices() -> dict[str, list[FifoSlice]] | str:
+        if not fifo:
+            fifo.append(_fifo_slices(ra, rb))
+        return fifo[0]
+
     for name in F.ARTIFACTS:
         before = rep.count
         _artifact_diff(rep, f"{r}/{name}", name, ra / name, rb / name, name in names_a,
-                       name in names_b)
+                       name in names_b, slices if name in FIFO_KEYS else None)
         _settle(rep, held.pop(name, None), f"{r}/{name}", rep.count == before)
     return same
 
 
 def _artifact_diff(rep: Report, where: str, name: str, fa: Path, fb: Path, in_a: bool,
-                   in_b: bool) -> None:
+                   in_b: bool, slices: Callable[[], dict | str] | None = None) -> None:
     """Artifact ``name`` of a rank on both sides, record by record (:func:`_records_diff`)
-    when their bytes differ."""
+    when their bytes differ; a FIFO file, ``slices`` given, slice by slice when the rank
+    manifests' ``fifo`` slices line its records up (:func:`_fifo_slices`), else by position
+    with ``on_positional`` told why."""
     if not _expected_file(rep, where, fa, fb, in_a, in_b):
         return
     n_a, why = _artifact_records(fa, name)
@@ -2012,7 +2161,15 @@ def _artifact_diff(rep: Report, where: str, name: str, fa: Path, fb: Path, in_a:
         rep.add([_damaged(where, why)])
         if n_b is None:  # (not read: nothing to compare)
             return
-    _records_diff(rep, where, name, fa, fb, n_a, n_b)
+    lined = None
+    if slices is not None:
+        got = slices()
+        if isinstance(got, str):
+            with rep.atomic():
+                rep.on_positional(where, got)
+        else:
+            lined = got[name]
+    _records_diff(rep, where, name, fa, fb, n_a, n_b, lined)
 
 
 def diff_outputs(a: str | Path, b: str | Path, strict: bool = False) -> list[Difference]:

@@ -14,7 +14,8 @@ from nrtrewrite.cli import (DASH_READ, IntRange, JsonErrorCommand, OneValue, Pat
                             WholeWriter, json_why, main, note, stderr_console, stopped_why,
                             stops_deferred, warn)
 from nrtrewrite.diff import (Report, check_ignored, checksum_note, compare, layout_note,
-                             recompressed_note, record_line_texts, versions_text)
+                             positional_note, recompressed_note, record_line_texts,
+                             versions_text)
 from nrtrewrite.errors import (NrtRewriteError, counted, escape_controls, escape_line,
                                escape_path, path_text)
 
@@ -22,7 +23,8 @@ from nrtrewrite.errors import (NrtRewriteError, counted, escape_controls, escape
 def _close_json(out, rep: Report, files: list, first: bool, error: str | None = None,
                 versions: dict | None = None, checksums: list | None = None,
                 layouts: list | None = None, recompressed: list | None = None,
-                values: list | None = None, folders: list | None = None) -> None:
+                values: list | None = None, folders: list | None = None,
+                positional: list | None = None) -> None:
     """End the streamed ``--json`` object: the differences' list (begun by the caller, empty
     if ``first``), ``files``, ``values`` when ``--max`` left out some differing values of a
     manifest or a NEFF JSON member (their :class:`~nrtrewrite.diff.ValueCount`),
@@ -33,7 +35,8 @@ def _close_json(out, rep: Report, files: list, first: bool, error: str | None = 
     line's object and ``covers``), ``layouts`` when the top
     manifests hold the same JSON in other bytes (the line's object), ``recompressed`` the
     rewritten NEFF's name when its members all compare identical and its payloads differ,
-    ``identical``, and ``error`` when one stopped it."""
+    ``positional`` the FIFO files compared by position, not by their ``fifo`` slices
+    (``{"where", "why"}``), ``identical``, and ``error`` when one stopped it."""
     out.write(("" if first else "\n ") + "],\n")
     out.write(' "files": ' + json.dumps([f.to_json() for f in files]) + ",\n")
     if values:
@@ -49,6 +52,8 @@ def _close_json(out, rep: Report, files: list, first: bool, error: str | None = 
         out.write(' "layouts": ' + json.dumps(layouts, default=str) + ",\n")
     if recompressed:
         out.write(' "recompressed": ' + json.dumps(recompressed) + ",\n")
+    if positional:
+        out.write(' "positional": ' + json.dumps(positional) + ",\n")
     if error is None:
         out.write(f' "identical": {json.dumps(rep.count == 0)}\n}}\n')
     else:  # stopped midway: the object is closed, so stdout is still one JSON document
@@ -237,6 +242,14 @@ def diff_cmd(a, b, as_json, max_lines, ignore, strict):
         else:
             note(stderr_console(), recompressed_note(name, escape_controls))
 
+    positional = []  # the FIFO files compared by position, not by their fifo slices
+
+    def on_positional(where: str, why: str) -> None:  # a note on stderr; with --json, a field
+        if as_json:
+            positional.append({"where": where, "why": why})
+        else:
+            note(stderr_console(), positional_note(where, why, escape_controls))
+
     def on_versions(va: dict, vb: dict) -> None:  # a note on stderr; with --json, a field
         versions.update(a=va, b=vb)
         if not as_json:
@@ -256,10 +269,11 @@ def diff_cmd(a, b, as_json, max_lines, ignore, strict):
             if opened:
                 with stops_deferred():
                     _close_json(out, rep, files, first[0], error, versions or None,
-                                checksums, layouts, recompressed, values, folders)
+                                checksums, layouts, recompressed, values, folders, positional)
 
-        def on_records(index, where, name, recs, xa, xb):
-            texts = record_line_texts(index, where, name, recs, xa, xb, as_json=True)
+        def on_records(index, where, name, recs, xa, xb, channel=None):
+            texts = record_line_texts(index, where, name, recs, xa, xb, as_json=True,
+                                      channel=channel)
             if texts is None:
                 return False
             out.write(("\n  " if first[0] else ",\n  ") + ",\n  ".join(texts))
@@ -268,7 +282,7 @@ def diff_cmd(a, b, as_json, max_lines, ignore, strict):
 
         rep = Report(limit, on_difference, files.append, on_records, stops_deferred,
                      on_checksum, strict, on_layout, on_recompressed, values.append,
-                     folders.append)
+                     folders.append, on_positional)
         opened = []  # (the document begun: a stop before it writes none)
         try:
             with stops_deferred():
@@ -289,9 +303,9 @@ def diff_cmd(a, b, as_json, max_lines, ignore, strict):
             for d in lines:
                 out.write(escape_line(d.line(escape_controls)) + "\n")
 
-        def on_records(index, where, name, recs, xa, xb):
+        def on_records(index, where, name, recs, xa, xb, channel=None):
             texts = record_line_texts(index, where, name, recs, xa, xb,
-                                      escape=escape_controls)
+                                      escape=escape_controls, channel=channel)
             if texts is None:
                 return False
             out.write("\n".join(texts) + "\n")
@@ -302,7 +316,7 @@ def diff_cmd(a, b, as_json, max_lines, ignore, strict):
 
         rep = compare(a, b, Report(limit, on_difference, on_file,
                                    on_records, stops_deferred, on_checksum, strict, on_layout,
-                                   on_recompressed, on_file, on_file),
+                                   on_recompressed, on_file, on_file, on_positional),
                       ignore, warn=say, on_versions=on_versions)
         if rep.shown < rep.count:
             out.write(f"... {counted(rep.count - rep.shown, 'more difference')} "
