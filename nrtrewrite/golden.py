@@ -75,9 +75,9 @@ from nrtrewrite.bundle import (GOLDEN_TEMP_PREFIX, clean_stale_run_temps, lock_f
                                write_output)
 # (the CLI's stops: SIGTERM and SIGHUP raised as Terminated while the command runs, later
 # ones ignored during the cleanup, forked children given the default handlers back)
-from nrtrewrite.cli import (DASH_READ, DASH_WRITE, Terminated, ascii_int, encodable,
-                            is_dash, stop_status, stops_deferred, terminate_cleanly,
-                            too_many_digits)
+from nrtrewrite.cli import (DASH_READ, DASH_WRITE, EXIT_OUT_OF_MEMORY, Terminated,
+                            _resource_line, ascii_int, encodable, is_dash, stop_status,
+                            stops_deferred, terminate_cleanly, too_many_digits)
 from nrtrewrite.console import exit_status
 from nrtrewrite.emit.formats import name_on_disk
 from nrtrewrite.errors import (NrtRewriteError, ResourceError, escape_line, escape_path,
@@ -295,7 +295,8 @@ def _no_dash(why: str):
 
 def main(argv: list[str] | None = None) -> None:
     """Lower MODEL and write GOLDEN atomically; any error is one line on stderr and exit
-    status 2 (nothing written: GOLDEN keeps its previous content).  A stop (Ctrl-C, SIGTERM,
+    status 2, 71 out of memory (:func:`_out_of_memory`) (nothing written: GOLDEN keeps its
+    previous content).  A stop (Ctrl-C, SIGTERM,
     SIGHUP) removes the temporary folder and says so in one line, status 128 + the signal:
     nothing written, or, once GOLDEN is (:func:`_stopped`), that it is complete."""
     ap = _Parser(prog=PROG, description=DESCRIPTION)
@@ -318,6 +319,7 @@ def main(argv: list[str] | None = None) -> None:
               f"{escape_path(args.model)} itself; nrtrewrite never replaces its input: choose "
               "another output path")
     _WRITTEN.clear()
+    phase = ["reading the model"]  # what the run is doing (an out-of-memory line names it)
     if signal.getsignal(signal.SIGINT) is _stop_outside:  # (the run's own Ctrl-C: below)
         signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
@@ -332,9 +334,13 @@ def main(argv: list[str] | None = None) -> None:
                 _fail(temp_folder_refusal(err).line())
             lock = lock_folder(Path(tmp))  # this run's: no other run's cleanup removes it
             try:
+                phase[0] = "lowering the model"
                 out = lower_to(args.model, Path(tmp) / "out", args.rank)
+                phase[0] = "simulating the lowering"
                 _simulated(args.model, out, Path(tmp), args.rank, args.memory_check)
+                phase[0] = "packing the output"
                 data = pack(out)
+                phase[0] = "writing GOLDEN"
                 said = _previous(args.golden, data)
                 if said == "unchanged":  # (the same bytes: GOLDEN is left as it is, a
                     remove_stale_temps(args.golden)  # killed write's temporary files go)
@@ -354,7 +360,11 @@ def main(argv: list[str] | None = None) -> None:
             _say(f"{encodable(escape_path(args.golden))}: {said}")
     except NrtRewriteError as err:
         _fail(err.at(file=args.model).line())  # a planning error names the model
-    except OSError as err:  # reading MODEL, or the temporary folder
+    except (MemoryError, OSError) as err:  # reading MODEL, the temporary folder, the machine
+        if (line := _resource_line(err, PROG)) is not None:
+            _out_of_memory(line, args.model, phase[0])
+        if isinstance(err, MemoryError):  # (not reached: a MemoryError always has its line)
+            raise
         where = " -> ".join(escape_path(p)
                             for p in (err.filename, err.filename2) if p)
         _fail(f"{where + ': ' if where else ''}{err.strerror or err}")
@@ -362,6 +372,21 @@ def main(argv: list[str] | None = None) -> None:
         _stopped(stop.signum, _written())
     except KeyboardInterrupt:
         _stopped(signal.SIGINT, _written())
+
+
+def _out_of_memory(line: str, model: str, phase: str) -> NoReturn:
+    """The system refusing memory, a process or a thread while golden was ``phase`` of
+    ``model``: the CLI's resource line (``line``: :func:`nrtrewrite.cli._resource_line`, as
+    ``simulate`` gives it), naming the model and the phase, status 71 (docs/CLI.md
+    "Errors": out of memory; until 2026-12-07 golden printed the OS's bare reason,
+    ``Cannot allocate memory``, status 2)."""
+    body = line.removeprefix("nrtrewrite: error: ").replace(
+        "; rerun with --traceback to see where", "")  # (golden has no --traceback)
+    done = ("nothing written" if not _WRITTEN
+            else f"{escape_path(_WRITTEN[0])} was written, complete")
+    print(escape_line(f"nrtrewrite.golden: error: {escape_path(model)}: {body} (while "
+                      f"{phase}); {done}"), file=sys.stderr)
+    sys.exit(EXIT_OUT_OF_MEMORY)
 
 
 def _previous(golden: str, data: bytes) -> str:

@@ -4,6 +4,7 @@ golden archives of the small fixtures byte for byte, and it runs under ``python 
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
@@ -542,3 +543,34 @@ def test_golden_cuts_a_long_protocol_reason_once(tmp_path, monkeypatch):
     assert line.count("characters in all") == 1
     assert f"... ({len(whole)} characters in all) ..." in line
     assert line.startswith(whole[:650]) and line.endswith(whole[-150:])
+
+
+@pytest.mark.parametrize("where, exc, phase, why", [
+    ("simulate_output", lambda: OSError(errno.ENOMEM, os.strerror(errno.ENOMEM)),
+     "simulating the lowering", "could not start a process or map memory (Cannot allocate "
+     "memory): the limit on processes (ulimit -u) or on memory is reached"),
+    ("plan_lowering", MemoryError, "lowering the model",
+     "needed more memory than the machine gave it (MemoryError)"),
+])
+def test_golden_out_of_memory_is_the_resource_line_naming_model_and_phase(
+        tmp_path, monkeypatch, capsys, where, exc, phase, why):
+    """Bug (review 59l): golden out of memory printed the OS's bare reason,
+    ``nrtrewrite.golden: error: Cannot allocate memory``, status 2, where simulate gives its
+    resource line and status 71 (docs/CLI.md's exit table: 71 = out of memory).  Now the same
+    line, naming the model and what golden was doing, status 71, nothing written."""
+    import nrtrewrite.golden as golden
+
+    def refuse(*a, **k):
+        raise exc()
+    monkeypatch.setattr(golden, where, refuse)
+    shutil.copy(FIX / "ar2.neff", tmp_path / "ar2.neff")
+    out = tmp_path / "ar2.tar.gz"
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        golden.main(["ar2.neff", str(out)])
+    assert stop.value.code == 71
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith("nrtrewrite.golden: error: ar2.neff: out of "), err
+    assert f"'python -m nrtrewrite.golden' {why} (while {phase}); nothing written\n" in err, err
+    assert "--traceback" not in err and not out.exists()
