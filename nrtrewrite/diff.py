@@ -28,6 +28,7 @@ from nrtrewrite.artifacts import (
     looks_like_rank_folder, open_regular, rank_dir_order,
 )
 from nrtrewrite import jsonin
+from nrtrewrite.codes import NetAddrMark
 from nrtrewrite.emit import formats as F
 from nrtrewrite.neff.container import BYTES_FIELDS, STRING_FIELDS
 from nrtrewrite.neff.instructions import (INSTR_HEADER_DTYPE, INSTR_WORD_DTYPE, LENGTH_DW,
@@ -96,6 +97,10 @@ class Difference:
     #: a FIFO file's record compared in its channel's ``fifo`` slice (:func:`_fifo_diff`):
     #: that channel (the text's `` (channel C)``, JSON ``channel``); None elsewhere
     channel: int | None = None
+    #: and the ``basic_block_id`` of the block whose segment of the slice holds it
+    #: (:func:`_slice_blocks`; None where the slice is not split into blocks as FORMATS §8
+    #: says)
+    block: int | None = None
 
     def line(self, name: Callable[[str], str] = str) -> str:
         """The line; ``name`` shows ``where`` (a path in the folder, ``NEFF:member``: the
@@ -103,7 +108,8 @@ class Difference:
         and the values (``repr`` or JSON) are quoted already."""
         rec = f"[{self.record}]" if self.record is not None else ""
         if self.channel is not None:
-            rec += f" (channel {self.channel})"
+            rec += (f" (channel {self.channel})" if self.block is None
+                    else f" (channel {self.channel}, block {self.block})")
         where = name(self.where)
         if self.field == "damaged":
             return f"{where} damaged in B: {self.b}"
@@ -129,6 +135,8 @@ class Difference:
                "a_present": self.a is not ABSENT, "b_present": self.b is not ABSENT}
         if self.channel is not None:
             out["channel"] = self.channel
+            if self.block is not None:
+                out["block"] = self.block
         return out
 
 
@@ -445,15 +453,17 @@ class Report:
                 self.on_folder(FolderCount(where, side, entries()))
 
     def add_records(self, where: str, name: str, recs: np.ndarray, xa: np.ndarray,
-                    xb: np.ndarray, channel: int | None = None) -> None:
+                    xb: np.ndarray, channel: int | None = None,
+                    blocks: np.ndarray | None = None) -> None:
         """Differing records of artifact ``name``, one difference each: record ``recs[j]``
         is ``xa[j]`` in A and ``xb[j]`` in B.  The ones still shown go, :data:`RECORDS_BLOCK`
         at a time, to ``on_records(index of the first, where, name, recs, xa, xb)`` when it
         takes them (returns True: it wrote their lines itself, :func:`record_line_texts`),
         else one by one as :func:`_record_lines` to ``on_difference``; the rest are counted
         without being decoded.  ``channel``: the FIFO slice's the records are compared in
-        (:func:`_fifo_diff`), named in their lines (``on_records`` is given it as
-        ``channel=``)."""
+        (:func:`_records_diff`), named in their lines (``on_records`` is given it as
+        ``channel=``), and ``blocks``, each record's block (or None: not known), as
+        ``blocks=``."""
         n = len(recs)
         room = self.room()
         m = n if room is None else min(room, n)
@@ -462,6 +472,8 @@ class Report:
             hi = min(m, lo + RECORDS_BLOCK)
             if self.on_records is not None:
                 with self.atomic():
+                    if blocks is not None:
+                        kw["blocks"] = blocks[lo:hi]
                     took = self.on_records(self.count, where, name, recs[lo:hi], xa[lo:hi],
                                            xb[lo:hi], **kw)
                     if took:
@@ -470,7 +482,8 @@ class Report:
                 if took:
                     continue
             for j in range(lo, hi):
-                self.add(_record_lines(where, name, int(recs[j]), xa[j], xb[j], channel))
+                self.add(_record_lines(where, name, int(recs[j]), xa[j], xb[j], channel,
+                                       None if blocks is None else int(blocks[j])))
         self.add_many(n - m)
 
 
@@ -973,7 +986,7 @@ def _column(x: np.ndarray, keys: tuple[str, ...]) -> np.ndarray:
 
 
 def _record_lines(where: str, name: str, i: int, ra: np.void, rb: np.void,
-                  channel: int | None = None) -> list[Difference]:
+                  channel: int | None = None, block: int | None = None) -> list[Difference]:
     """The differing decoded fields of record ``i`` (both decodings' fields: a spad entry's
     bytes 4..7 are named by its algo_type); ``raw`` with both records' hex if none differs
     (every byte is in a named field: a backstop, never a silent record)."""
@@ -982,10 +995,10 @@ def _record_lines(where: str, name: str, i: int, ra: np.void, rb: np.void,
     for key in list(da) + [k for k in db if k not in da]:
         va, vb = da.get(key, ABSENT), db.get(key, ABSENT)
         if va != vb:
-            out.append(Difference(where, i, key, va, vb, channel=channel))
+            out.append(Difference(where, i, key, va, vb, channel=channel, block=block))
     if not out:
         out.append(Difference(where, i, "raw", ra.tobytes().hex(), rb.tobytes().hex(),
-                              channel=channel))
+                              channel=channel, block=block))
     return out
 
 
@@ -1006,7 +1019,8 @@ def _neq_columns(ca: dict, cb: dict) -> np.ndarray:
 def record_line_texts(index: int, where: str, name: str, recs: np.ndarray, xa: np.ndarray,
                       xb: np.ndarray, as_json: bool = False,
                       escape: Callable[[str], str] = str,
-                      channel: int | None = None) -> list[str] | None:
+                      channel: int | None = None,
+                      blocks: np.ndarray | None = None) -> list[str] | None:
     """The lines of differing records (record ``recs[j]``: ``xa[j]`` in A, ``xb[j]`` in B;
     difference ``index + j``) as text, exactly as :func:`_record_lines`' lines would be
     written: ``escape_line(line.line(escape))`` for each :class:`Difference`, or with
@@ -1016,7 +1030,8 @@ def record_line_texts(index: int, where: str, name: str, recs: np.ndarray, xa: n
     column (``decode_columns``) with one format string per field, not a decoded dict per
     record.  None where the record-at-a-time path is needed: records decoded with other
     keys in A and B (spad.bin's ring and mesh-overlay entries), or a record none of whose
-    decoded fields differs (its ``raw`` line).  ``channel``: as :meth:`Report.add_records`'."""
+    decoded fields differs (its ``raw`` line).  ``channel``, ``blocks``: as
+    :meth:`Report.add_records`'."""
     ga, gb = decode_columns(name, xa), decode_columns(name, xb)
     if len(ga) != 1 or len(gb) != 1:  # (one group: the same keys on both sides)
         return None
@@ -1030,8 +1045,10 @@ def record_line_texts(index: int, where: str, name: str, recs: np.ndarray, xa: n
     out = np.empty(int(line_of[-1]) + 1, object)
     numbers = (np.arange(len(recs)) + index) if as_json else None
     name_text = (lambda v: escape_line(json.dumps(v) if as_json else repr(v)))
-    at = "" if channel is None else f" (channel {int(channel)})"
-    also = "" if channel is None else f', "channel": {int(channel)}'
+    at = "" if channel is None else f" (channel {int(channel)}" + (
+        ")" if blocks is None else ", block %d)")
+    also = "" if channel is None else f', "channel": {int(channel)}' + (
+        "" if blocks is None else ', "block": %d')
     for k, key in enumerate(ca):
         rows = np.flatnonzero(neq[:, k])
         if not len(rows):
@@ -1046,11 +1063,17 @@ def record_line_texts(index: int, where: str, name: str, recs: np.ndarray, xa: n
                    + ', "record": %d, "field": ' + json.dumps(key).replace("%", "%%")
                    + ', "path": ' + json.dumps(key.split(".")).replace("%", "%%")
                    + ', "a": %s, "b": %s, "a_present": true, "b_present": true' + also + '}')
-            texts = [fmt % t for t in zip(numbers[rows].tolist(), recs[rows].tolist(), va, vb)]
+            cols = [numbers[rows].tolist(), recs[rows].tolist(), va, vb]
+            if blocks is not None:
+                cols.append(np.asarray(blocks)[rows].tolist())
+            texts = [fmt % t for t in zip(*cols)]
         else:
             fmt = (escape(where).replace("%", "%%") + "[%d]" + at + " "
                    + escape_line(key).replace("%", "%%") + ": %s != %s")
-            texts = [fmt % t for t in zip(recs[rows].tolist(), va, vb)]
+            cols = [recs[rows].tolist()]
+            if blocks is not None:
+                cols.append(np.asarray(blocks)[rows].tolist())
+            texts = [fmt % t for t in zip(*cols, va, vb)]
         out[line_of[rows * nkeys + k]] = texts
     return out.tolist()
 
@@ -1073,7 +1096,8 @@ FifoSlice = tuple[int, int, int, int, int]
 
 
 def _records_diff(rep: Report, where: str, name: str, fa: Path, fb: Path,
-                  na: int, nb: int, slices: list[FifoSlice] | None = None) -> None:
+                  na: int, nb: int, slices: list[FifoSlice] | None = None,
+                  ops: list[FifoSlice] | None = None) -> None:
     """Compare the first ``min(na, nb)`` records of two artifact files, a block of
     :data:`CHUNK_BYTES` at a time read into two reused buffers (memory stays two blocks
     whatever the files' size): differing records are found and their raw fields counted with
@@ -1083,7 +1107,9 @@ def _records_diff(rep: Report, where: str, name: str, fa: Path, fb: Path,
     by A's index and (a net_src.bin or net_dest.bin record) the channel, then each record
     past them on one side only, one difference (``added``: B's, named by B's index;
     ``removed``: A's), and a count line per slice that differs (:class:`FileCount` with its
-    ``channel``); no ``records`` line (the added and removed records stand for it)."""
+    ``channel``); no ``records`` line (the added and removed records stand for it).  ``ops``:
+    the ``net_ops.bin`` slices of the same channels, which name a ``net_src.bin`` or
+    ``net_dest.bin`` record's block (:func:`_slice_blocks`)."""
     dtype = F.ARTIFACTS[name][0]
     size = dtype.itemsize
     if slices is None:
@@ -1105,12 +1131,17 @@ def _records_diff(rep: Report, where: str, name: str, fa: Path, fb: Path,
             rep.add([_damaged(where, _why(exc))])
             return
         with hb:
-            for ch, a0, ca, b0, cb in slices:
+            for k_slice, (ch, a0, ca, b0, cb) in enumerate(slices):
                 fc = (FileCount(where, na, nb) if ch is None
                       else FileCount(where, ca, cb, channel=ch))
                 fc.fields = {shown: 0 for shown, _ in leaves}
                 # (a net_ops.bin record holds its channel, enc_channel: its lines name none)
                 named = None if name == "net_ops.bin" else ch
+                blk_a = blk_b = None
+                if named is not None and ops is not None:
+                    _, oa0, oan, ob0, obn = ops[k_slice]
+                    blk_a = _slice_blocks(fa, name, oa0, oan, a0, ca)
+                    blk_b = _slice_blocks(fb, name, ob0, obn, b0, cb)
                 n = min(ca, cb)
                 ha.seek(a0 * size)
                 hb.seek(b0 * size)
@@ -1136,20 +1167,24 @@ def _records_diff(rep: Report, where: str, name: str, fa: Path, fb: Path,
                             neq = neq.reshape(len(idx), -1).any(axis=1)
                         fc.fields[shown] += int(np.count_nonzero(neq))
                     fc.differing_records += len(idx)
-                    rep.add_records(where, name, a0 + lo + idx, xa, xb, named)
+                    rep.add_records(where, name, a0 + lo + idx, xa, xb, named,
+                                    None if blk_a is None else blk_a[lo + idx])
                     del wa, wb, va, vb
                 if ch is not None and ca != cb:  # the records one side has past the other's
                     fc.added, fc.removed = max(0, cb - ca), max(0, ca - cb)
-                    h, f0, side = (hb, b0, "added") if cb > ca else (ha, a0, "removed")
-                    rep.add_first(abs(cb - ca), lambda j, h=h, at=f0 + n, side=side, ch=named: (
-                        _one_sided(where, name, dtype, h, at + j, side, ch)))
+                    h, f0, side, blk = ((hb, b0, "added", blk_b) if cb > ca
+                                        else (ha, a0, "removed", blk_a))
+                    rep.add_first(abs(cb - ca), lambda j, h=h, f0=f0, side=side, ch=named,
+                                  blk=blk: _one_sided(where, name, dtype, h, f0 + n + j, side,
+                                                      ch, None if blk is None else
+                                                      int(blk[n + j])))
                 if fc.differing_records or fc.added or fc.removed:
                     with rep.atomic():
                         rep.on_file(fc)
 
 
 def _one_sided(where: str, name: str, dtype: np.dtype, fh, i: int, side: str,
-               channel: int | None) -> list[Difference]:
+               channel: int | None, block: int | None = None) -> list[Difference]:
     """The line of record ``i`` of the open file ``fh`` (B's when ``side`` is ``added``, A's
     when ``removed``), which the other side's slice of ``channel`` has no record for: its
     decoded fields (:func:`~nrtrewrite.artifacts.decode_record`)."""
@@ -1168,7 +1203,48 @@ def _one_sided(where: str, name: str, dtype: np.dtype, fh, i: int, side: str,
         return [_damaged(where, why)]
     d = decode_record(name, np.frombuffer(raw, dtype)[0])
     return [Difference(where, i, side, d if side == "removed" else ABSENT,
-                       d if side == "added" else ABSENT, channel=channel)]
+                       d if side == "added" else ABSENT, channel=channel, block=block)]
+
+
+def _slice_blocks(path: Path, name: str, o0: int, on: int, first: int, count: int
+                  ) -> np.ndarray | None:
+    """The block of each record of the ``[first, first + count)`` slice of FIFO address file
+    ``path`` (``net_src.bin`` or ``net_dest.bin``, ``name``), whose channel's ops are the
+    ``[o0, o0 + on)`` slice of ``net_ops.bin`` beside it: the slice is one segment per basic
+    block with entries in it (a run of the channel's ops of one ``basic_block_id`` whose
+    ``tx_entry_cnt``, for ``rx_entry_cnt``, is not all 0), in order, each ending with its
+    EXEC_COMPLETE record (FORMATS §8 "Basic blocks"), and a record's block is that block's
+    ``basic_block_id``, as ``dump`` shows the ops'.  None when the slice is not split so (its
+    EXEC_COMPLETE records not one per such block, the last record not one) or a file cannot
+    be read: the lines then name no block."""
+    cnt = "tx_entry_cnt" if name == "net_src.bin" else "rx_entry_cnt"
+    try:
+        ops = _read_slice(path.parent / "net_ops.bin", "net_ops.bin", o0, on)
+        recs = _read_slice(path, name, first, count)
+    except OSError:
+        return None
+    if ops is None or recs is None or not count:
+        return None
+    bb, counts = ops["basic_block_id"], ops[cnt]
+    starts = np.flatnonzero(np.append(True, bb[1:] != bb[:-1])) if on else np.zeros(0, int)
+    with_entries = [int(bb[a]) for a, b in zip(starts, np.append(starts[1:], on))
+                    if counts[a:b].any()]
+    stops = recs["mark"] == int(NetAddrMark.EXEC_COMPLETE)
+    if int(stops.sum()) != len(with_entries) or not stops[-1]:
+        return None
+    seg = np.cumsum(stops) - stops  # (each record's segment: EXEC_COMPLETEs before it)
+    return np.asarray(with_entries, np.int64)[seg]
+
+
+def _read_slice(path: Path, name: str, first: int, count: int) -> np.ndarray | None:
+    """Records ``[first, first + count)`` of artifact ``path`` (None: the file is shorter)."""
+    dtype = F.ARTIFACTS[name][0]
+    with _open_regular(path) as fh:
+        fh.seek(first * dtype.itemsize)
+        raw = fh.read(count * dtype.itemsize)
+    if len(raw) != count * dtype.itemsize:
+        return None
+    return np.frombuffer(raw, dtype)
 
 
 #: The FIFO files compared slice by slice when both rank manifests' ``fifo`` slices are valid
@@ -2161,7 +2237,7 @@ def _artifact_diff(rep: Report, where: str, name: str, fa: Path, fb: Path, in_a:
         rep.add([_damaged(where, why)])
         if n_b is None:  # (not read: nothing to compare)
             return
-    lined = None
+    lined = ops = None
     if slices is not None:
         got = slices()
         if isinstance(got, str):
@@ -2169,7 +2245,8 @@ def _artifact_diff(rep: Report, where: str, name: str, fa: Path, fb: Path, in_a:
                 rep.on_positional(where, got)
         else:
             lined = got[name]
-    _records_diff(rep, where, name, fa, fb, n_a, n_b, lined)
+            ops = got["net_ops.bin"]
+    _records_diff(rep, where, name, fa, fb, n_a, n_b, lined, ops)
 
 
 def diff_outputs(a: str | Path, b: str | Path, strict: bool = False) -> list[Difference]:

@@ -20,6 +20,7 @@ from tests.conftest import FIXTURES, ROOT
 
 SRC_SIZE = 72  # FORMATS §8: net_src_addr
 DEST_SIZE = 48  # net_dest_addr
+OPS_SIZE = 96  # net_ops_info
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +109,7 @@ def test_one_record_appended_to_a_slice_is_one_added_record_of_its_channel(lower
     assert (fc.added, fc.removed) == (0, 1)
 
 
-def test_a_changed_record_after_an_added_one_is_named_by_its_channel(lowered, tmp_path):
+def test_a_changed_record_after_an_added_one_names_its_channel_and_block(lowered, tmp_path):
     b = _copy(lowered, tmp_path / "b")
     at = _append_to_slice(b, 0, _exec_complete(0))
     first5, count5 = _slice(b, 5, "src")
@@ -118,15 +119,36 @@ def test_a_changed_record_after_an_added_one_is_named_by_its_channel(lowered, tm
     old = struct.unpack_from("<I", data, i * SRC_SIZE + 32)[0]
     struct.pack_into("<I", data, i * SRC_SIZE + 32, old + 9)
     (b / "rank-0000" / "net_src.bin").write_bytes(bytes(data))
+    # its block: the basic_block_id (u32 at 76 of a 96-byte net_ops_info, FORMATS §8) of
+    # channel 5's ops, which are one block (their ids all equal)
+    o0, on = _slice(lowered, 5, "ops")
+    ops = (lowered / "rank-0000" / "net_ops.bin").read_bytes()
+    ids = {struct.unpack_from("<I", ops, (o0 + k) * OPS_SIZE + 76)[0] for k in range(on)}
+    (block,) = ids
     lines, files, _ = _report(lowered, b)
     src = [d for ls in lines for d in ls if d.where == "rank-0000/net_src.bin"]
-    assert [(d.field, d.record, d.channel) for d in src] == [
-        ("added", at, 0), ("size", i - 1, 5)]  # (A's index: one before B's)
+    # (the added record's block is not named: channel 0's slice in B has two EXEC_COMPLETE
+    # records for its one block, no longer split as FORMATS §8 says)
+    assert [(d.field, d.record, d.channel, d.block) for d in src] == [
+        ("added", at, 0, None), ("size", i - 1, 5, block)]  # (A's index: one before B's)
     assert (src[1].a, src[1].b) == (old, old + 9)
-    assert "rank-0000/net_src.bin[%d] (channel 5) size: %d != %d" % (i - 1, old, old + 9) \
-        == src[1].line()
+    text = "rank-0000/net_src.bin[%d] (channel 5, block %d) size: %d != %d" % (
+        i - 1, block, old, old + 9)
+    assert src[1].line() == text
     assert [(f.channel, f.added, f.differing_records) for f in files
             if f.where == "rank-0000/net_src.bin"] == [(0, 1, 0), (5, 0, 1)]
+    # the CLI writes such lines column by column (record_line_texts): the same text, and
+    # JSON with the channel and block
+    cmd = [sys.executable, "-m", "nrtrewrite", "diff", str(lowered), str(b)]
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    assert text in r.stdout.splitlines(), r.stdout
+    doc = json.loads(subprocess.run(cmd + ["--json"], capture_output=True, text=True,
+                                    env=env).stdout)
+    (item,) = [x for x in doc["differences"]
+               if x["where"] == "rank-0000/net_src.bin" and x["field"] == "size"]
+    assert (item["record"], item["channel"], item["block"], item["a"], item["b"]) == (
+        i - 1, 5, block, old, old + 9)
 
 
 def test_cli_text_and_json_name_the_added_record(lowered, tmp_path):

@@ -271,9 +271,9 @@ def diff_cmd(a, b, as_json, max_lines, ignore, strict):
                     _close_json(out, rep, files, first[0], error, versions or None,
                                 checksums, layouts, recompressed, values, folders, positional)
 
-        def on_records(index, where, name, recs, xa, xb, channel=None):
+        def on_records(index, where, name, recs, xa, xb, channel=None, blocks=None):
             texts = record_line_texts(index, where, name, recs, xa, xb, as_json=True,
-                                      channel=channel)
+                                      channel=channel, blocks=blocks)
             if texts is None:
                 return False
             out.write(("\n  " if first[0] else ",\n  ") + ",\n  ".join(texts))
@@ -303,9 +303,9 @@ def diff_cmd(a, b, as_json, max_lines, ignore, strict):
             for d in lines:
                 out.write(escape_line(d.line(escape_controls)) + "\n")
 
-        def on_records(index, where, name, recs, xa, xb, channel=None):
+        def on_records(index, where, name, recs, xa, xb, channel=None, blocks=None):
             texts = record_line_texts(index, where, name, recs, xa, xb,
-                                      escape=escape_controls, channel=channel)
+                                      escape=escape_controls, channel=channel, blocks=blocks)
             if texts is None:
                 return False
             out.write("\n".join(texts) + "\n")
