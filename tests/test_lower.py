@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from nrtrewrite.artifacts import decode_record, load_records
-from nrtrewrite.diff import diff_outputs
+from nrtrewrite.diff import Report, compare, diff_outputs
 from nrtrewrite.golden import lower_to, unpack
 from nrtrewrite.neff.reader import read_model
 
@@ -32,16 +32,21 @@ def cli(*args, check=False):
     return proc
 
 
-def golden_mismatch(name: str, diffs) -> str:
+def golden_mismatch(name: str, groups) -> str:
     """The failure of :func:`test_fixture_matches_golden`: which side is the golden, the
     differences, and what to check before regenerating (until 2026-12-06 the differences
     then ``(make golden regenerates)``, which named neither side and pointed at a
-    regeneration that packs a wrong lowering as readily as a right one)."""
+    regeneration that packs a wrong lowering as readily as a right one).  ``groups``: each
+    difference's lines, counted in ``diff``'s unit, the count ``nrtrewrite diff --strict``
+    ends with (until 2026-12-07 the lines were counted, ``in 724 field(s)`` where the diff
+    it recommends said ``168 difference(s)``)."""
     ranks = "".join(f" --rank {r}" for r in GOLDEN_RANKS.get(name, []))
-    more = [f"... and {len(diffs) - 20} more"] if len(diffs) > 20 else []
+    diffs = [d for lines in groups for d in lines]
+    more = [f"... and {len(diffs) - 20} more line(s)"] if len(diffs) > 20 else []
     return "\n".join([
         f"fixtures/{name}.neff: the fresh lowering differs from its golden "
-        f"fixtures/golden/{name}.tar.gz in {len(diffs)} field(s); each line is "
+        f"fixtures/golden/{name}.tar.gz in {len(groups)} difference(s), as `nrtrewrite diff "
+        f"--strict` counts them ({len(diffs)} line(s)); each line is "
         "FILE FIELD: GOLDEN != FRESH (A, the golden checked in; B, this code's lowering):",
         *(d.line() for d in diffs[:20]), *more,
         "Not meant: fix the code. Meant: check the fresh lowering before regenerating: "
@@ -58,8 +63,10 @@ def test_fixture_matches_golden(name, tmp_path):
     golden = unpack(FIX / "golden" / f"{name}.tar.gz", tmp_path / "golden")
     # strict, as CLI.md's CI recipe (`diff --strict`): FORMATS.md §1.1 fixes the manifests'
     # bytes too, so one of the same JSON in other bytes (or a stale checksum) is a difference
-    diffs = diff_outputs(golden, out, strict=True)
-    assert not diffs, golden_mismatch(name, diffs)
+    groups = []  # (each difference's lines: diff's unit)
+    compare(golden, out, Report(None, on_difference=lambda i, lines: groups.append(lines),
+                                strict=True))
+    assert not groups, golden_mismatch(name, groups)
     assert (out / "manifest.json").read_bytes() == (golden / "manifest.json").read_bytes()
 
 
@@ -82,7 +89,8 @@ def test_a_golden_mismatch_names_the_golden_side_and_what_to_check(tmp_path, mon
         test_fixture_matches_golden("ar2", tmp_path)
     lines = [ln.strip() for ln in str(err.value).splitlines()]
     assert lines[0] == ("fixtures/ar2.neff: the fresh lowering differs from its golden "
-                        "fixtures/golden/ar2.tar.gz in 1 field(s); each line is FILE FIELD: "
+                        "fixtures/golden/ar2.tar.gz in 1 difference(s), as `nrtrewrite diff "
+                        "--strict` counts them (1 line(s)); each line is FILE FIELD: "
                         "GOLDEN != FRESH (A, the golden checked in; B, this code's lowering):")
     where, values = lines[1].split(": ")  # (the golden's value first: the flipped one)
     golden_w0, fresh_w0 = map(int, values.split(" != "))
@@ -92,6 +100,32 @@ def test_a_golden_mismatch_names_the_golden_side_and_what_to_check(tmp_path, mon
     assert lines[2].endswith("then `make golden GOLDEN_FIXTURES=ar2` and commit the archive "
                              "(README.md \"Adding a fixture and its golden\")")
     assert "make golden regenerates" not in str(err.value)
+
+
+def test_a_golden_mismatch_counts_differences_as_diff_does(tmp_path, monkeypatch):
+    """Bug (review 59l): the message counted lines, ``differs ... in 724 field(s)``, where
+    the ``diff --strict`` it tells you to run said ``168 difference(s)``: one record is one
+    difference however many of its fields differ.  Bit 23 of rank 0's first CCE
+    descriptor's word 0 is ``meta`` (FORMATS §6, CLI.md's decoded keys: ``meta``, bit 23 of
+    ``w0``), so flipping it changes two fields, ``w0`` and ``meta``, of one record: one
+    difference, two lines."""
+    real = unpack
+
+    def tampered(golden, dest):
+        out = real(golden, dest)
+        cce = out / "rank-0000" / "cce.bin"
+        data = bytearray(cce.read_bytes())
+        data[2] ^= 0x80  # (bit 23 of the little-endian u32 w0 at byte 0)
+        cce.write_bytes(bytes(data))
+        return out
+    monkeypatch.setattr(sys.modules[__name__], "unpack", tampered)
+    with pytest.raises(AssertionError) as err:
+        test_fixture_matches_golden("ar2", tmp_path)
+    lines = [ln.strip() for ln in str(err.value).splitlines()]
+    assert " in 1 difference(s), as `nrtrewrite diff --strict` counts them (2 line(s));" \
+        in lines[0], lines[0]
+    shown = [ln.split(":")[0] for ln in lines[1:3]]
+    assert shown == ["rank-0000/cce.bin[0] w0", "rank-0000/cce.bin[0] meta"]
 
 
 def test_golden_ignores_nrtrewrite_algo(tmp_path, monkeypatch):
