@@ -1137,11 +1137,15 @@ def _records_diff(rep: Report, where: str, name: str, fa: Path, fb: Path,
                 fc.fields = {shown: 0 for shown, _ in leaves}
                 # (a net_ops.bin record holds its channel, enc_channel: its lines name none)
                 named = None if name == "net_ops.bin" else ch
-                blk_a = blk_b = None
+                # (each side's blocks read once a record of the slice is shown: a pass over
+                # the slice's marks, none where nothing of it differs)
+                blk_a = blk_b = lambda: None
                 if named is not None and ops is not None:
                     _, oa0, oan, ob0, obn = ops[k_slice]
-                    blk_a = _slice_blocks(fa, name, oa0, oan, a0, ca)
-                    blk_b = _slice_blocks(fb, name, ob0, obn, b0, cb)
+                    blk_a = _once(lambda oa0=oa0, oan=oan, a0=a0, ca=ca:
+                                  _slice_blocks(fa, name, oa0, oan, a0, ca))
+                    blk_b = _once(lambda ob0=ob0, obn=obn, b0=b0, cb=cb:
+                                  _slice_blocks(fb, name, ob0, obn, b0, cb))
                 n = min(ca, cb)
                 ha.seek(a0 * size)
                 hb.seek(b0 * size)
@@ -1167,8 +1171,10 @@ def _records_diff(rep: Report, where: str, name: str, fa: Path, fb: Path,
                             neq = neq.reshape(len(idx), -1).any(axis=1)
                         fc.fields[shown] += int(np.count_nonzero(neq))
                     fc.differing_records += len(idx)
+                    room = rep.room()
+                    blocks = blk_a() if room is None or room > 0 else None
                     rep.add_records(where, name, a0 + lo + idx, xa, xb, named,
-                                    None if blk_a is None else blk_a[lo + idx])
+                                    None if blocks is None else blocks[lo + idx])
                     del wa, wb, va, vb
                 if ch is not None and ca != cb:  # the records one side has past the other's
                     fc.added, fc.removed = max(0, cb - ca), max(0, ca - cb)
@@ -1176,8 +1182,8 @@ def _records_diff(rep: Report, where: str, name: str, fa: Path, fb: Path,
                                         else (ha, a0, "removed", blk_a))
                     rep.add_first(abs(cb - ca), lambda j, h=h, f0=f0, side=side, ch=named,
                                   blk=blk: _one_sided(where, name, dtype, h, f0 + n + j, side,
-                                                      ch, None if blk is None else
-                                                      int(blk[n + j])))
+                                                      ch, None if blk() is None else
+                                                      int(blk()[n + j])))
                 if fc.differing_records or fc.added or fc.removed:
                     with rep.atomic():
                         rep.on_file(fc)
@@ -1206,6 +1212,17 @@ def _one_sided(where: str, name: str, dtype: np.dtype, fh, i: int, side: str,
                        d if side == "added" else ABSENT, channel=channel, block=block)]
 
 
+def _once(make: Callable[[], Any]) -> Callable[[], Any]:
+    """``make``, called the first time only (its value kept)."""
+    held: list = []
+
+    def get():
+        if not held:
+            held.append(make())
+        return held[0]
+    return get
+
+
 def _slice_blocks(path: Path, name: str, o0: int, on: int, first: int, count: int
                   ) -> np.ndarray | None:
     """The block of each record of the ``[first, first + count)`` slice of FIFO address file
@@ -1219,8 +1236,9 @@ def _slice_blocks(path: Path, name: str, o0: int, on: int, first: int, count: in
     be read: the lines then name no block."""
     cnt = "tx_entry_cnt" if name == "net_src.bin" else "rx_entry_cnt"
     try:
-        ops = _read_slice(path.parent / "net_ops.bin", "net_ops.bin", o0, on)
-        recs = _read_slice(path, name, first, count)
+        ops = _read_slice(path.parent / "net_ops.bin", "net_ops.bin", o0, on,
+                          ("basic_block_id", cnt))
+        recs = _read_slice(path, name, first, count, ("mark",))
     except OSError:
         return None
     if ops is None or recs is None or not count:
@@ -1236,15 +1254,25 @@ def _slice_blocks(path: Path, name: str, o0: int, on: int, first: int, count: in
     return np.asarray(with_entries, np.int64)[seg]
 
 
-def _read_slice(path: Path, name: str, first: int, count: int) -> np.ndarray | None:
-    """Records ``[first, first + count)`` of artifact ``path`` (None: the file is shorter)."""
+def _read_slice(path: Path, name: str, first: int, count: int, fields: tuple[str, ...]
+                ) -> dict[str, np.ndarray] | None:
+    """The ``fields`` columns of records ``[first, first + count)`` of artifact ``path``, read
+    :data:`CHUNK_BYTES` at a time (only the columns held); None: the file is shorter."""
     dtype = F.ARTIFACTS[name][0]
+    size = dtype.itemsize
+    cols = {f: np.empty(count, dtype[f]) for f in fields}
+    step = max(1, CHUNK_BYTES // size)
     with _open_regular(path) as fh:
-        fh.seek(first * dtype.itemsize)
-        raw = fh.read(count * dtype.itemsize)
-    if len(raw) != count * dtype.itemsize:
-        return None
-    return np.frombuffer(raw, dtype)
+        fh.seek(first * size)
+        for lo in range(0, count, step):
+            k = min(step, count - lo)
+            raw = fh.read(k * size)
+            if len(raw) != k * size:
+                return None
+            block = np.frombuffer(raw, dtype)
+            for f in fields:
+                cols[f][lo:lo + k] = block[f]
+    return cols
 
 
 #: The FIFO files compared slice by slice when both rank manifests' ``fifo`` slices are valid
