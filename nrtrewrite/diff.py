@@ -1131,7 +1131,10 @@ def _records_diff(rep: Report, where: str, name: str, fa: Path, fb: Path,
             rep.add([_damaged(where, _why(exc))])
             return
         with hb:
+            broken = False  # (B's damage met: nothing more compared, the counts still said)
             for k_slice, (ch, a0, ca, b0, cb) in enumerate(slices):
+                if broken:
+                    break
                 fc = (FileCount(where, na, nb) if ch is None
                       else FileCount(where, ca, cb, channel=ch))
                 fc.fields = {shown: 0 for shown, _ in leaves}
@@ -1155,7 +1158,8 @@ def _records_diff(rep: Report, where: str, name: str, fa: Path, fb: Path,
                                       lambda: _read_block(ha, bufa, k * size, fa),
                                       lambda: _read_block(hb, bufb, k * size, fb))
                     if pair is None:  # B's damage: the records before it stay compared
-                        return
+                        broken = True
+                        break
                     va, vb = pair
                     if va == vb:
                         continue
@@ -1176,7 +1180,7 @@ def _records_diff(rep: Report, where: str, name: str, fa: Path, fb: Path,
                     rep.add_records(where, name, a0 + lo + idx, xa, xb, named,
                                     None if blocks is None else blocks[lo + idx])
                     del wa, wb, va, vb
-                if ch is not None and ca != cb:  # the records one side has past the other's
+                if ch is not None and ca != cb and not broken:  # (one side's past the other's)
                     fc.added, fc.removed = max(0, cb - ca), max(0, ca - cb)
                     h, f0, side, blk = ((hb, b0, "added", blk_b) if cb > ca
                                         else (ha, a0, "removed", blk_a))

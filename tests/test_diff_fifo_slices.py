@@ -199,3 +199,32 @@ def test_invalid_slices_fall_back_to_position_and_say_so(lowered, tmp_path):
                        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert ("nrtrewrite: note: rank-0000/net_src.bin compared record by record by position, "
             "not by the rank manifests' fifo slices: B's fifo slices: ") in r.stderr
+
+
+def test_b_damaged_midway_keeps_the_count_line_of_the_records_compared(lowered, tmp_path,
+                                                                       monkeypatch):
+    """A regression guard of the slice-by-slice rewrite of ``_records_diff``: B's read error
+    after a block of records was compared still ends with that file's count line (as before
+    the rewrite), then its ``damaged`` line.  sem.bin's 16-byte records, 10 to a block; B's
+    record 3 has its value (u32 at 4, FORMATS §7) plus 1, B's second block cannot be read."""
+    b = _copy(lowered, tmp_path / "b")
+    sem = b / "rank-0000" / "sem.bin"
+    data = bytearray(sem.read_bytes())
+    assert len(data) >= 16 * 20
+    struct.pack_into("<I", data, 3 * 16 + 4, struct.unpack_from("<I", data, 3 * 16 + 4)[0] + 1)
+    sem.write_bytes(bytes(data))
+    monkeypatch.setattr(D, "CHUNK_BYTES", 16 * 10)
+    real, calls = D._read_block, []
+
+    def read_block(fh, buf, nbytes, path):
+        if path == sem:
+            calls.append(path)
+            if len(calls) == 2:
+                raise OSError(5, "Input/output error")
+        return real(fh, buf, nbytes, path)
+    monkeypatch.setattr(D, "_read_block", read_block)
+    lines, files, _ = _report(lowered, b)
+    (fc,) = [f for f in files if f.where == "rank-0000/sem.bin"]
+    assert fc.differing_records == 1 and fc.channel is None
+    assert [d.field for ls in lines for d in ls if d.where == "rank-0000/sem.bin"][-1] \
+        == "damaged"
