@@ -143,3 +143,84 @@ def test_schedule_of_a_trigger_in_a_model_of_none_says_none(lowered):
     assert res.exit_code == 2
     assert res.stderr.splitlines()[-1] == (f"nrtrewrite: error: {neff}: no trigger 0 (the model "
                                            "has 0)")
+
+
+# -- a path argument that exists but cannot be looked at (review 59k) ------------------------
+
+def _path_commands(model: str, out: str, lowered: Path) -> list[list]:
+    """Every command's path arguments given ``model`` (a NEFF to read) or ``out`` (an output
+    folder to read), the other arguments sound."""
+    return [["lower", model, "-o", "never"], ["simulate", model], ["simulate", out],
+            ["simulate", lowered, "--model", model], ["explain", model],
+            ["explain", "--json", model], ["schedule", model, "--rank", "0"],
+            ["dump", out], ["diff", out, lowered], ["diff", lowered, out],
+            ["diff", "--json", lowered, out], ["inspect", model]]
+
+
+def _os_line(res, path: str, reason: str, diff_form: bool) -> None:
+    """One error line naming ``path`` with the OS's ``reason`` (docs/CLI.md "Errors"), in
+    diff's form ``cannot read (REASON)`` for diff's A and B, not click's ``does not exist``."""
+    line = error_line(res)
+    why = f"cannot read ({reason})" if diff_form else f"cannot read: {reason}"
+    assert line == f"nrtrewrite: error: {path}: {why}", line
+
+
+def test_a_name_too_long_is_said_so_not_called_missing(lowered):
+    """Before: ``Invalid value for 'MODEL': File 'aaa...' does not exist.`` for every command
+    but inspect.  A component of 300 characters is past NAME_MAX (255): ENAMETOOLONG."""
+    import errno
+    import os
+    reason = os.strerror(errno.ENAMETOOLONG)  # "File name too long"
+    long = "a" * 300
+    for cmd in _path_commands(long + ".neff", long, lowered):
+        res = invoke(*cmd)
+        path = long + ".neff" if cmd[0] not in ("dump", "diff") and long + ".neff" in cmd \
+            else long
+        _os_line(res, path, reason, cmd[0] == "diff")
+        if "--json" in cmd:  # the document's error is the line without its prefix
+            import json
+            why = f"cannot read ({reason})" if cmd[0] == "diff" else f"cannot read: {reason}"
+            assert json.loads(res.stdout)["error"] == f"{path}: {why}"
+
+
+def test_a_path_past_path_max_is_said_so_not_called_missing(lowered):
+    """A path of 5,000 characters in short components (past PATH_MAX, 4096): ENAMETOOLONG;
+    the line is cut (docs/CLI.md "Errors") but keeps its reason whole."""
+    import errno
+    import os
+    reason = os.strerror(errno.ENAMETOOLONG)
+    long = "/".join(["d" * 9] * 500)  # 4,999 characters
+    for cmd in _path_commands(long, long, lowered):
+        line = error_line(invoke(*cmd))
+        why = f"cannot read ({reason})" if cmd[0] == "diff" else f"cannot read: {reason}"
+        assert line.startswith("nrtrewrite: error: " + "d" * 9 + "/"), line[:100]
+        assert line.endswith(f": {why}") and "does not exist" not in line, line[-200:]
+        assert "(5000 characters in all)" in line, line  # the path with its ':', cut once
+
+
+def test_a_path_in_a_folder_not_searchable_says_permission_denied(lowered, monkeypatch):
+    """EACCES from stat (a folder on the way without x permission for the user; root is never
+    denied, so stat is made to refuse): ``locked/m.neff: cannot read: Permission denied``,
+    as ``inspect`` says it; until 2026-12-07 ``File 'locked/m.neff' does not exist.``."""
+    import errno
+    import os
+    real_stat = os.stat
+
+    def stat(path, *args, **kwargs):
+        if "locked" in os.fspath(path):
+            raise PermissionError(errno.EACCES, "Permission denied", path)
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    for cmd in _path_commands("locked/m.neff", "locked/o", lowered)[:-1]:  # (inspect opens)
+        res = invoke(*cmd)
+        path = "locked/o" if cmd[0] in ("dump", "diff") or "locked/o" in cmd \
+            else "locked/m.neff"
+        _os_line(res, path, "Permission denied", cmd[0] == "diff")
+
+
+def test_a_missing_path_is_still_click_s_does_not_exist(lowered):
+    """ENOENT alone keeps click's usage line."""
+    res = invoke("lower", "nope.neff", "-o", "never")
+    assert res.exit_code == 2
+    assert "Invalid value for 'MODEL': File 'nope.neff' does not exist." in res.stderr

@@ -28,7 +28,7 @@ from rich.text import Text
 from nrtrewrite import __version__
 from nrtrewrite.cli.commands import COMMANDS
 from nrtrewrite.console import exit_status
-from nrtrewrite.errors import (NrtRewriteError, counted, cut_line, cut_middle,
+from nrtrewrite.errors import (NrtRewriteError, ParseError, counted, cut_line, cut_middle,
                                escape_controls, escape_line, escape_path, path_text,
                                raised_from)
 
@@ -553,13 +553,28 @@ class PathArg(click.Path):
     docs/CLI.md "Paths in the output"), in click's ``repr`` quotes; click quoted the
     locale's text (``'nÃ¶'`` for ``nö`` under a Latin-1 locale, in the line and in
     ``--json``'s ``error``, until 2026-12-06) and a byte that is not UTF-8 as U+FFFD.  An
-    empty path is :data:`EMPTY_PATH`, as ``inspect`` and ``assemble`` refuse one."""
+    empty path is :data:`EMPTY_PATH`, as ``inspect`` and ``assemble`` refuse one.  A path
+    that cannot be looked at for another reason than its absence (a folder on the way the
+    user may not search, EACCES; a path or a name too long, ENAMETOOLONG; a file on the
+    way, ENOTDIR) is the OS's reason in the one line of an error, ``PATH: cannot read:
+    Permission denied``, as ``inspect`` says it (:meth:`unreadable`; docs/CLI.md "Errors"):
+    click called it ``File 'PATH' does not exist.`` until 2026-12-07."""
+
+    def unreadable(self, value, err: OSError) -> NrtRewriteError:
+        """The error of ``value`` that ``os.stat`` refused with ``err`` (not ENOENT)."""
+        return ParseError(f"cannot read: {err.strerror or err}", file=os.fspath(value))
 
     def convert(self, value, param, ctx):
         if isinstance(value, str) and value == "":  # (Path('') is '.', the working folder)
             self.fail(EMPTY_PATH, param, ctx)
         if is_dash(value):
             self.fail(DASH_READ, param, ctx)
+        if self.exists and isinstance(value, (str, os.PathLike)):
+            try:
+                os.stat(value)
+            except OSError as err:  # (ENOENT: click's "does not exist", below)
+                if err.errno != errno.ENOENT:
+                    raise self.unreadable(value, err) from None
         try:
             return super().convert(value, param, ctx)
         except click.BadParameter as err:
@@ -1802,6 +1817,10 @@ class JsonErrorCommand(Command):
         except click.UsageError as err:
             if asks_json(given):  # (guarded as invoke's are: click quotes paths with repr)
                 self._print_error({}, escape_line(usage_message(err)))
+            raise
+        except NrtRewriteError as err:  # a path argument that cannot be read (PathArg)
+            if asks_json(given):
+                self._print_error({}, err.line(), err)
             raise
 
     def invoke(self, ctx: click.Context):

@@ -16,7 +16,7 @@ from nrtrewrite.cli import (DASH_READ, IntRange, JsonErrorCommand, OneValue, Pat
 from nrtrewrite.diff import (Report, check_ignored, checksum_note, compare, layout_note,
                              positional_note, recompressed_note, record_line_texts,
                              versions_text)
-from nrtrewrite.errors import (NrtRewriteError, counted, escape_controls, escape_line,
+from nrtrewrite.errors import (NrtRewriteError, OutputError, counted, escape_controls, escape_line,
                                escape_path, path_text)
 
 
@@ -157,6 +157,11 @@ class _OutputFolder(PathArg):
     ``-`` is refused first, in the one wording of every command (:data:`DASH_READ`), a file
     named ``-`` in the working folder or not (until 2026-12-07 such a file was called a file,
     not an output folder)."""
+
+    def unreadable(self, value, err: OSError) -> OutputError:
+        """An output folder that cannot be looked at: ``PATH: cannot read (Permission
+        denied)``, the form of diff's every file and side (``diff._why``)."""
+        return OutputError(f"cannot read ({err.strerror or err})", file=os.fspath(value))
 
     def convert(self, value, param, ctx):
         if is_dash(value):
