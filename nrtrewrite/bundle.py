@@ -191,10 +191,25 @@ class _TopManifest:
         return b"".join(out)
 
 
+@contextlib.contextmanager
+def _naming(path: Path):
+    """An OS error of writing ``path`` that names no file (a ``write``, ``flush`` or
+    ``fsync`` refused part way: ENOSPC of a full disk, EFBIG of a file-size limit) names
+    ``path``: the error line says which file (``... (OUT/rank-0002/sem.bin)``, docs/CLI.md
+    "lower"; until 2026-12-07 only the output folder).  ENOMEM and EAGAIN stay unnamed:
+    memory or a process refused, not the file (:func:`write_output`)."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is None and err.errno not in (errno.EAGAIN, errno.ENOMEM):
+            err.filename = str(path)
+        raise
+
+
 def _write_file(path: Path, data: bytes, sync: bool = True) -> None:
     """Write bytes and fsync (unless ``sync`` is False: then the caller has it fsynced,
     :class:`_Syncer`); a rank's record arrays go through :class:`_RankFiles`."""
-    with open(path, "wb") as fh:
+    with _naming(path), open(path, "wb") as fh:
         fh.write(data)
         fh.flush()
         if sync:
@@ -381,16 +396,17 @@ class _RankFiles:
         self.written: dict[str, list[int]] = {}
 
     def write(self, name: str, arr) -> None:
-        fh = self.open.get(name)
-        if fh is None:
-            fh = self.open[name] = open(self.rdir / name, "wb")
-            self.written[name] = [0, 0]
-        fh.write(arr.data)
-        w = self.written[name]
-        w[0] += arr.nbytes
-        if w[0] - w[1] >= self.WRITEBACK_BYTES:
-            fh.flush()
-            self._advise(name, fh)
+        with _naming(self.rdir / name):
+            fh = self.open.get(name)
+            if fh is None:
+                fh = self.open[name] = open(self.rdir / name, "wb")
+                self.written[name] = [0, 0]
+            fh.write(arr.data)
+            w = self.written[name]
+            w[0] += arr.nbytes
+            if w[0] - w[1] >= self.WRITEBACK_BYTES:
+                fh.flush()
+                self._advise(name, fh)
 
     def _advise(self, name: str, fh) -> None:
         """Start the writeback of what file ``name`` got since the last advice (flushed)."""
@@ -410,11 +426,12 @@ class _RankFiles:
                 self.open[name] = open(self.rdir / name, "wb")
                 self.written[name] = [0, 0]
         for name, fh in self.open.items():
-            fh.flush()
-            if sync:
-                os.fsync(fh.fileno())
-            else:
-                self._advise(name, fh)
+            with _naming(self.rdir / name):
+                fh.flush()
+                if sync:
+                    os.fsync(fh.fileno())
+                else:
+                    self._advise(name, fh)
         self.abort()
 
     def abort(self) -> None:

@@ -402,3 +402,69 @@ def test_simulate_names_a_file_it_could_not_write_inside_its_temporary_folder(
     assert lines == ["nrtrewrite: error: <temporary>/mix8.lowered: cannot write the output: "
                      "No space left on device (<temporary>/mix8.lowered/rank-0002/sem.bin)"] * 2
     assert list(tmp_path.iterdir()) == []
+
+
+class _FillingFile:
+    """A file being written on a disk with ``room`` bytes left for it: a write past them
+    raises ENOSPC naming no file, as ``write(2)`` of a full disk does (EFBIG of ``ulimit -f``
+    the same)."""
+
+    def __init__(self, fh, room: int, err: int):
+        self.fh, self.room, self.err = fh, room, err
+
+    def write(self, data) -> int:
+        n = memoryview(data).nbytes
+        if n > self.room:
+            raise OSError(self.err, os.strerror(self.err))
+        self.room -= n
+        return self.fh.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.fh, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.fh.close()
+
+
+def _disk_fills_at(monkeypatch, rank: int, name: str, room: int, err: int) -> None:
+    """``rank``'s file ``name`` gets ``room`` bytes, then its write fails (in a pool worker
+    too: the patch is inherited)."""
+    def fake_open(path, mode="r", *args, **kwargs):
+        fh = open(path, mode, *args, **kwargs)
+        p = Path(path)
+        if p.name == name and p.parent.name == bundle.rank_dir_name(rank) and "w" in mode:
+            return _FillingFile(fh, room, err)
+        return fh
+    monkeypatch.setattr(bundle, "open", fake_open, raising=False)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize("name, room, err", [
+    ("sem.bin", 0, errno.ENOSPC),            # a record array's first write (_RankFiles)
+    ("manifest.json", 10, errno.ENOSPC),     # the rank manifest, past its first 10 bytes
+    ("sem.bin", 0, errno.EFBIG),             # `ulimit -f`: File too large
+])
+def test_a_write_refused_part_way_names_the_file(tmp_path, monkeypatch, jobs, name, room,
+                                                 err):
+    """Review 59k: the disk filling during a write (its error names no file) gave only
+    ``OUT: cannot write the output: No space left on device``; the file is named by its place
+    in the output, as docs/CLI.md "lower" and "simulate" promise."""
+    out = tmp_path / "out"
+    _disk_fills_at(monkeypatch, 2, name, room, err)
+    res = invoke("lower", "-q", FIX / "mix8.neff", "-o", out, "-j", jobs)
+    assert one_line_error(res, "") == (f"nrtrewrite: error: {out}: cannot write the output: "
+                                       f"{os.strerror(err)} ({out}/rank-0002/{name})")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_simulate_names_the_file_a_full_disk_refused_in_its_temporary_folder(
+        tmp_path, monkeypatch):
+    _disk_fills_at(monkeypatch, 2, "sem.bin", 0, errno.ENOSPC)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    line = one_line_error(invoke("simulate", FIX / "mix8.neff"), "")
+    assert line == ("nrtrewrite: error: <temporary>/mix8.lowered: cannot write the output: "
+                    "No space left on device (<temporary>/mix8.lowered/rank-0002/sem.bin)")
+    assert list(tmp_path.iterdir()) == []
