@@ -1,6 +1,8 @@
 # nrtrewrite developer targets.  `make setup` then `make test` on a fresh machine.
 
 PYTHON ?= python3
+#: the oldest Python nrtrewrite runs on: pyproject.toml's requires-python, read from there
+PYTHON_NEEDED := $(shell sed -n 's/^requires-python *= *">=\([0-9.]*\)".*/\1/p' pyproject.toml)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 NRTREWRITE := $(VENV)/bin/nrtrewrite
@@ -36,17 +38,26 @@ TOOL ?=
 #: (a venv made by hand, or with only atheris in it, would fail later with a traceback)
 ENSURE_VENV = @$(PY) -c "import nrtrewrite, numpy" 2>/dev/null || $(MAKE) setup
 
-.PHONY: setup test fixtures golden bench profile fuzz soak clean help
+.PHONY: setup python-check test fixtures golden bench profile fuzz soak clean help
 
 ## help: list the targets
 help:
 	@grep -E '^## ' Makefile | sed 's/^## //'
 
 ## setup: create .venv and install nrtrewrite with its test dependencies
-setup:
+setup: python-check
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
+
+#: setup's first step: $(PYTHON) is at least $(PYTHON_NEEDED), or one line saying which it is,
+#: which is needed and how to give another (until 2026-12-07 pip's refusal, after the venv)
+python-check:
+	@$(PYTHON) -c 'import sys; need = tuple(int(x) for x in "$(PYTHON_NEEDED)".split(".")); \
+	found = tuple(sys.version_info[:3]); \
+	sys.exit(0 if found >= need else "make setup: $(PYTHON) is Python %d.%d.%d; nrtrewrite \
+	needs Python $(PYTHON_NEEDED) or later: make setup PYTHON=/path/to/python3.12 (any \
+	Python >= $(PYTHON_NEEDED))" % found)'
 
 ## test: run the whole test suite on every core (fails when no test runs; TEST_JOBS=0: serially)
 test:

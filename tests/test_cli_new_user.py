@@ -224,3 +224,52 @@ def test_a_missing_path_is_still_click_s_does_not_exist(lowered):
     res = invoke("lower", "nope.neff", "-o", "never")
     assert res.exit_code == 2
     assert "Invalid value for 'MODEL': File 'nope.neff' does not exist." in res.stderr
+
+
+# -- make setup with a Python too old (review 59k) ---------------------------------------------
+
+def _old_python(tmp_path: Path, version: tuple) -> Path:
+    """A ``python3`` that says it is ``version`` (this Python, its ``sys.version_info``
+    replaced before the ``-c`` code runs: the Makefile's check is given as ``-c``)."""
+    import stat
+    import sys
+    fake = tmp_path / "python3"
+    fake.write_text("#!/bin/sh\n"
+                    f"exec {sys.executable} -c 'import sys; sys.version_info = "
+                    f"{tuple(version)}; code = sys.argv[2]; sys.argv = sys.argv[:1]; "
+                    "exec(code)' \"$@\"\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    return fake
+
+
+def _make(*args):
+    import shutil
+    import subprocess
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    root = Path(__file__).resolve().parents[1]
+    return subprocess.run(["make", "-s", "-C", str(root), *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_make_setup_says_which_python_it_found_and_which_it_needs(tmp_path):
+    """Before: Debian 12's python3 (3.11.2) made the venv, then pip refused the package
+    (``requires a different Python``).  The needed version is pyproject's requires-python."""
+    import re
+    import sys
+    root = Path(__file__).resolve().parents[1]
+    need = re.search(r'^requires-python = ">=([0-9.]+)"', (root / "pyproject.toml").read_text(),
+                     re.M).group(1)
+    assert need == "3.11.4"
+    fake = _old_python(tmp_path, (3, 11, 2))
+    venv = tmp_path / "venv"
+    res = _make("setup", f"PYTHON={fake}", f"VENV={venv}")
+    assert res.returncode != 0
+    assert res.stderr.splitlines()[0] == (
+        f"make setup: {fake} is Python 3.11.2; nrtrewrite needs Python 3.11.4 or later: "
+        "make setup PYTHON=/path/to/python3.12 (any Python >= 3.11.4)")
+    assert not venv.exists()  # nothing made
+    # the check alone: this Python (>= 3.11.4, as it runs the suite) and one saying 3.11.4
+    assert _make("python-check", f"PYTHON={sys.executable}").returncode == 0
+    exact = _old_python(tmp_path, (3, 11, 4))
+    assert _make("python-check", f"PYTHON={exact}").returncode == 0
