@@ -328,11 +328,13 @@ def test_a_json_error_document_is_capped_as_the_error_line_is(tmp_path):
 
 def test_a_streamed_json_error_cuts_a_long_path_first_as_the_line_does(tmp_path):
     """The same for `diff --json`'s document (its own writer) and `dump --json`'s: a
-    folder of 3,000 `d` does not exist; quoted, 3,002 characters, a run of more than 400
-    without a space, which keeps its first 200 and last 150 (the line is then short)."""
+    folder of 3,000 characters (twelve of 249 `d`, each within NAME_MAX: one name of 3,000
+    is too long, ENAMETOOLONG, an error line of its own since review 59k) does not exist;
+    quoted, a run of more than 400 without a space, which keeps its first 200 and last 150
+    (the line is then short)."""
     import json
 
-    path = str(tmp_path / ("d" * 3000))
+    path = str(tmp_path / "/".join(["d" * 249] * 12))
     quoted = f"'{path}'"
     run = _cut_run(quoted)
     for args, name in ((["diff", "--json", path, str(tmp_path)], "Directory"),
