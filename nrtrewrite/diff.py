@@ -1572,7 +1572,7 @@ class _NeffFile:
         limits = Limits()
         if self.size > limits.max_file_bytes:
             raise LimitError(f"file of {self.size} bytes exceeds the limit of "
-                             f"{limits.max_file_bytes} bytes", where)
+                             f"{limits.max_file_bytes} bytes (MAX_FILE_BYTES)", where)
         data = FileBytes(self.fh.fileno(), self.size, where)
         _, _, members = stream_container(data, path=str(self.path), verify_hash=False,
                                          limits=limits)

@@ -273,3 +273,23 @@ def test_make_setup_says_which_python_it_found_and_which_it_needs(tmp_path):
     assert _make("python-check", f"PYTHON={sys.executable}").returncode == 0
     exact = _old_python(tmp_path, (3, 11, 4))
     assert _make("python-check", f"PYTHON={exact}").returncode == 0
+
+
+def test_a_model_over_the_file_limit_names_the_limit(tmp_path):
+    """Review 59k: ``huge.neff: file of N bytes exceeds the limit of M bytes`` lacked the
+    limit's name that every other limit line ends with (docs/CLI.md "Errors",
+    docs/RELIABILITY.md's table: ``MAX_FILE_BYTES`` = 5 GiB).  A sparse file, no disk used."""
+    huge = tmp_path / "huge.neff"
+    size = 100 << 30
+    with open(huge, "wb") as fh:
+        fh.truncate(size)
+    limit = 5 * 1024 ** 3  # 5 GiB: 5368709120
+    want = (f"nrtrewrite: error: {huge}: file of {size} bytes exceeds the limit of {limit} "
+            "bytes (MAX_FILE_BYTES)")
+    try:
+        for cmd in (["inspect", huge], ["lower", huge, "-o", tmp_path / "o"],
+                    ["explain", huge], ["schedule", huge, "--rank", "0"],
+                    ["simulate", huge]):
+            assert error_line(invoke(*cmd)) == want, cmd
+    finally:
+        huge.unlink()

@@ -44,7 +44,8 @@ def test_a_neff_over_the_readers_file_size_limit_is_refused_from_its_size(pair):
     name = _neff(a)
     big = (5 << 30) + 1  # sparse: the zero bytes after the payload the reader would scan
     os.truncate(b / name, big)
-    why = f"{b / name}: file of {big} bytes exceeds the limit of 5368709120 bytes"
+    why = (f"{b / name}: file of {big} bytes exceeds the limit of 5368709120 bytes "
+           "(MAX_FILE_BYTES)")
     res = CliRunner().invoke(main, ["diff", str(a), str(b)])
     assert (res.exit_code, res.stdout) == (1, f"{name} damaged in B: {why}\n1 difference(s)\n")
     assert _one_line_error(CliRunner().invoke(main, ["diff", str(b), str(a)])) == \

@@ -347,4 +347,4 @@ def test_oversized_file_refused_from_its_size(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert res.exit_code == 2, res.output
     assert res.stderr == (f"nrtrewrite: error: {big}: file of {MAX_FILE_BYTES + 1} bytes "
-                          f"exceeds the limit of {MAX_FILE_BYTES} bytes\n")
+                          f"exceeds the limit of {MAX_FILE_BYTES} bytes (MAX_FILE_BYTES)\n")

@@ -109,7 +109,7 @@ def test_read_file_blocks_reads_and_refuses_as_read_file_bytes(tmp_path, monkeyp
     assert [len(b) for b in blocks] == [100_000, 100_000, 56_000]
     assert b"".join(blocks) == data
     with pytest.raises(LimitError, match=r"^.*f\.bin: file of 256000 bytes exceeds the limit "
-                                         r"of 255999 bytes$"):
+                                         r"of 255999 bytes \(MAX_FILE_BYTES\)$"):
         next(read_file_blocks(str(p), max_bytes=len(data) - 1))
     os.mkfifo(tmp_path / "fifo")
     for name, why in (("fifo", "not a regular file"), ("", "a directory")):

@@ -657,10 +657,11 @@ def load_spec(path: str | os.PathLike) -> dict:
     :data:`MAX_SPEC_FILE_BYTES` (:class:`LimitError` from its size, before reading)."""
     path = os.fspath(path)
     try:
-        data = read_file_bytes(path, MAX_SPEC_FILE_BYTES)
+        data = read_file_bytes(path, MAX_SPEC_FILE_BYTES, "MAX_SPEC_FILE_BYTES")
     except LimitError as err:
-        # ("file of N bytes exceeds the limit of M bytes", or one that grew while read)
-        raise LimitError(f"spec {err.reason} (MAX_SPEC_FILE_BYTES)", Where(file=path),
+        # ("file of N bytes exceeds the limit of M bytes (MAX_SPEC_FILE_BYTES)", or one that
+        # grew while read)
+        raise LimitError(f"spec {err.reason}", Where(file=path),
                          left_out=err.left_out) from None
     try:
         text = data.decode("utf-8")

@@ -1010,26 +1010,30 @@ def _open_input(path: str, where: Where) -> tuple[io.BufferedReader, os.stat_res
         raise
 
 
-def _open_within(path: str, where: Where, max_bytes: int):
+def _open_within(path: str, where: Where, max_bytes: int, limit_name: str):
     """:func:`_open_input`, and :class:`LimitError` (the file closed) when its size passes
-    ``max_bytes``: judged before any byte is read."""
+    ``max_bytes``: judged before any byte is read.  ``limit_name`` ends the line, as every
+    limit line's name does (``(MAX_FILE_BYTES)``: docs/CLI.md "Errors"; until 2026-12-07
+    the file's line alone had none)."""
     fh, st = _open_input(path, where)
     if st.st_size > max_bytes:
         with fh:
             raise LimitError(f"file of {st.st_size} bytes exceeds the limit of {max_bytes} "
-                             "bytes", where)
+                             f"bytes ({limit_name})", where)
     return fh, st
 
 
-def read_file_bytes(path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+def read_file_bytes(path: str, max_bytes: int = MAX_FILE_BYTES,
+                    limit_name: str = "MAX_FILE_BYTES") -> bytes:
     """Read a whole input file; an OS error becomes a one-line :class:`ParseError`.
 
     Only a regular file is read (a fifo, a device such as ``/dev/zero`` or a
     directory is refused before any byte is read: they could block or never end),
-    and only up to ``max_bytes`` (:class:`LimitError` from its size, before reading).
+    and only up to ``max_bytes`` (:class:`LimitError` from its size, before reading, the
+    limit named ``limit_name``).
     """
     where = Where(file=str(path))
-    fh, st = _open_within(path, where, max_bytes)
+    fh, st = _open_within(path, where, max_bytes, limit_name)
     with fh:
         try:
             # as much as the file has and a byte more (a read asks for its whole size up
@@ -1046,19 +1050,20 @@ def read_file_bytes(path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
             raise ParseError(f"cannot read: {err.strerror or err}", where) from None
     data = parts[0] if len(parts) == 1 else b"".join(parts)
     if len(data) > max_bytes:  # grew while we read it
-        raise LimitError(f"file exceeds the limit of {max_bytes} bytes", where)
+        raise LimitError(f"file exceeds the limit of {max_bytes} bytes ({limit_name})", where)
     return data
 
 
 def read_file_blocks(path: str, max_bytes: int = MAX_FILE_BYTES, block: int = 1 << 20,
-                     sized: Callable[[int], None] | None = None) -> Iterator[bytes]:
+                     sized: Callable[[int], None] | None = None,
+                     limit_name: str = "MAX_FILE_BYTES") -> Iterator[bytes]:
     """The bytes :func:`read_file_bytes` reads, in blocks of at most ``block`` bytes (memory
     bounded by one block, for a file that is only hashed), refused as it refuses them: the
     same errors, the size limit judged from the file's size before any block and on the
     bytes read (a file that grows while it is read).  ``sized`` is told the size of the
     opened file (``os.fstat``) before any byte is read."""
     where = Where(file=str(path))
-    fh, st = _open_within(path, where, max_bytes)
+    fh, st = _open_within(path, where, max_bytes, limit_name)
     with fh:
         if sized is not None:
             sized(st.st_size)
@@ -1072,7 +1077,8 @@ def read_file_blocks(path: str, max_bytes: int = MAX_FILE_BYTES, block: int = 1 
                 return
             total += len(part)
             if total > max_bytes:  # grew while we read it
-                raise LimitError(f"file exceeds the limit of {max_bytes} bytes", where)
+                raise LimitError(f"file exceeds the limit of {max_bytes} bytes "
+                                 f"({limit_name})", where)
             yield part
 
 
