@@ -302,9 +302,25 @@ def cut_line(text: str) -> str:
     line, and a ``--json`` document's ``"error"`` (since 2026-12-06; until then only its
     reason was capped, at :data:`MAX_WHY_CHARS`, and a warning not at all)."""
     if len(text) > MAX_LINE_CHARS:
-        text = re.sub(r"\S{%d,}" % (MAX_TOKEN_CHARS + 1),
-                      lambda m: cut_middle(m.group(0), MAX_TOKEN_CHARS, 200, 150), text)
+        text = re.sub(r"\S{%d,}" % (MAX_TOKEN_CHARS + 1), _cut_token, text)
     return cut_middle(text, MAX_LINE_CHARS, MAX_LINE_CHARS - 500, 400)
+
+
+#: the mark of a cut (:func:`cut_middle`'s default form) right after or before a run
+_MARK_AFTER = re.compile(r" \.\.\. \(\d+ characters in all\) \.\.\. ")
+_MARK_BEFORE = re.compile(r" \.\.\. \(\d+ characters in all\) \.\.\. \Z")
+
+
+def _cut_token(m: re.Match) -> str:
+    """A run of :func:`cut_line` cut, unless it is the head or tail of a text cut already
+    (a reason past :data:`MAX_WHY_CHARS`, capped where the line is made: the run touches the
+    cut's mark): that text is cut once, its ``N`` counting it whole (docs/CLI.md "Errors";
+    until 2026-12-07 ``lower -o`` of 5,000 characters cut the path the reason quotes twice,
+    the second mark counting a piece of the first cut, ``(656 characters in all)``)."""
+    run = m.group(0)
+    if _MARK_AFTER.match(m.string, m.end()) or _MARK_BEFORE.search(m.string, 0, m.start()):
+        return run
+    return cut_middle(run, MAX_TOKEN_CHARS, 200, 150)
 
 
 #: How ``simulate MODEL.neff`` names its temporary folder in its lines, title and document

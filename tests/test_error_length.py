@@ -679,3 +679,22 @@ def test_an_error_holds_a_huge_reason_bounded_and_counts_it_whole():
     outer = ValidationError("spec " + err.reason + "!", left_out=err.left_out)
     assert outer.why == ("spec " + "A" * 695 + " ... (300007 characters in all) ... "
                          + "A" * 198 + "Z!")
+
+
+def test_a_path_quoted_in_a_long_reason_is_cut_once(tmp_path):
+    """Review 59k: ``lower -o`` of 5,024 characters (past PATH_MAX) gave a line whose reason,
+    capped at 1,000 (its first 700 and last 200), had its head's path piece cut again by the
+    line's rule for runs past 400, ``(656 characters in all)`` counting a piece of a cut.
+    docs/CLI.md "Errors": the location's run (``OUT:``) keeps 200 + 150, the reason (5,070
+    characters) is cut once, ``N`` counting it whole."""
+    out = "/".join(["b" * 200] * 25)  # 5,024 characters: ENAMETOOLONG
+    res = CliRunner().invoke(main, ["lower", "-q", str(FIXTURES / "ar2.neff"), "-o", out],
+                             prog_name="nrtrewrite")
+    assert res.exit_code == 2
+    reason = f"cannot write the output: File name too long ({out})"
+    assert len(reason) == 5070
+    loc = out + ":"
+    want = ("nrtrewrite: error: " + loc[:200] + " ... (5025 characters in all) ... "
+            + loc[-150:] + " " + reason[:700] + " ... (5070 characters in all) ... "
+            + reason[-200:])
+    assert res.stderr == want + "\n"
