@@ -251,3 +251,18 @@ def test_a_linked_top_level_manifest_is_not_followed(pair):
     assert res.exit_code == 2 and res.stderr == (
         f"nrtrewrite: error: {b}: not an nrtrewrite output folder (its manifest.json must be "
         "a regular file, not a link: links are not followed)\n")
+
+
+def test_a_fifo_or_a_device_is_named_by_its_kind_not_a_folder_error(lowered, tmp_path):
+    """Review 59k: ``diff FIFO B`` said ``fifo.neff: cannot read (Not a directory)``; it is
+    refused as a regular file is, saying what it is (docs/CLI.md "diff")."""
+    fifo = tmp_path / "fifo.neff"
+    os.mkfifo(fifo)
+    for args, which, path, kind in (
+            ([fifo, lowered], "A", fifo, "a FIFO"), ([lowered, fifo], "B", fifo, "a FIFO"),
+            (["/dev/null", lowered], "A", "/dev/null", "a character device")):
+        res = CliRunner().invoke(main, ["diff", *map(str, args)], prog_name="nrtrewrite")
+        assert res.exit_code == 2, res.output
+        assert res.stderr == (f"nrtrewrite diff: error: Invalid value for '{which}': "
+                              f"'{path}' is {kind}, not an output folder "
+                              "(see 'nrtrewrite diff --help')\n")

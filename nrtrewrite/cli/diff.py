@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import stat
 import sys
 from pathlib import Path
 
@@ -184,7 +185,26 @@ class _OutputFolder(PathArg):
                     why += ("; ARCHIVE is this file, whose name this locale's encoding "
                             "cannot write")
             self.fail(why, param, ctx)
-        return super().convert(value, param, ctx)
+        converted = super().convert(value, param, ctx)
+        if (kind := _not_a_folder(value)) is not None:
+            self.fail(f"{path_text(value)!r} is {kind}, not an output folder", param, ctx)
+        return converted
+
+
+#: what ``diff`` calls a path that is neither a folder nor a regular file
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _not_a_folder(value) -> str | None:
+    """The kind of ``value`` when it is a FIFO, a device or a socket (``'p' is a FIFO, not an
+    output folder``, as a regular file is refused: until 2026-12-07 ``p: cannot read (Not a
+    directory)``, the OS's word for a folder it could not list), else None."""
+    try:
+        mode = os.stat(value).st_mode
+    except (OSError, ValueError):
+        return None  # (click's check, before, said what is wrong)
+    return next((kind for test, kind in _KINDS if test(mode)), None)
 
 
 #: ``diff``'s ``--help`` text (not a docstring: see :data:`nrtrewrite.cli.MAIN_HELP`)
