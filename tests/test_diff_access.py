@@ -264,5 +264,5 @@ def test_a_fifo_or_a_device_is_named_by_its_kind_not_a_folder_error(lowered, tmp
         res = CliRunner().invoke(main, ["diff", *map(str, args)], prog_name="nrtrewrite")
         assert res.exit_code == 2, res.output
         assert res.stderr == (f"nrtrewrite diff: error: Invalid value for '{which}': "
-                              f"'{path}' is {kind}, not an output folder "
+                              f"'{path}' must be an output folder, not {kind} "
                               "(see 'nrtrewrite diff --help')\n")

@@ -187,7 +187,7 @@ class _OutputFolder(PathArg):
             self.fail(why, param, ctx)
         converted = super().convert(value, param, ctx)
         if (kind := _not_a_folder(value)) is not None:
-            self.fail(f"{path_text(value)!r} is {kind}, not an output folder", param, ctx)
+            self.fail(f"{path_text(value)!r} must be an output folder, not {kind}", param, ctx)
         return converted
 
 
@@ -197,9 +197,10 @@ _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
 
 
 def _not_a_folder(value) -> str | None:
-    """The kind of ``value`` when it is a FIFO, a device or a socket (``'p' is a FIFO, not an
-    output folder``, as a regular file is refused: until 2026-12-07 ``p: cannot read (Not a
-    directory)``, the OS's word for a folder it could not list), else None."""
+    """The kind of ``value`` when it is a FIFO, a device or a socket (``'p' must be an output
+    folder, not a FIFO``, what it found last as docs/CLI.md "Errors" words it; a usage error
+    as a regular file's: until 2026-12-07 ``p: cannot read (Not a directory)``, the OS's word
+    for a folder it could not list), else None."""
     try:
         mode = os.stat(value).st_mode
     except (OSError, ValueError):
