@@ -579,6 +579,50 @@ def test_a_failure_judging_the_guards_refusal_is_a_logged_failure(tmp_path, monk
     assert "judging whether this was the machine's raised ValueError: no floors" in tb
 
 
+# Review 59m (1).  The second check's refusal (the programs weighed, Simulator.
+# check_programs_fit): its floor counts the decoded programs, which are the machine's memory,
+# not the model's floor; the model's own floor with them refused is the machine's
+# (soak_e2e.py; until 2026-12-07 the floor with the programs was compared with the model's,
+# more than it by the programs: logged as the tool's).
+def test_the_second_checks_refusal_of_the_models_own_floor_is_the_machines(
+        tmp_path, monkeypatch, capsys):
+    """The machine has exactly the output's floor (no more than the model's) at the first
+    check; the decoding takes 1 MiB (resident) and leaves 1 byte less than the floor with
+    it: refused by the second check, the machine's, status 2, nothing logged."""
+    import nrtrewrite.simulate.engine as E
+    import nrtrewrite.simulate.memguard as M
+
+    declared = []  # the output's floors, as the simulator weighs them
+    real_floors = E.floors_of_specs
+
+    def floors_of_specs(*a):
+        declared.append(real_floors(*a))
+        return declared[-1]
+
+    readings = []  # resident readings: one before the programs, one after them
+
+    def resident():
+        readings.append(0 if len(readings) % 2 == 0 else 1 << 20)
+        return readings[-1]
+
+    def available(*a):
+        floor = M.largest_floor(declared[-1]).total
+        decoded = readings and len(readings) % 2 == 0  # (both readings taken: second check)
+        return (floor - 1 if decoded else floor, "MemAvailable")
+
+    monkeypatch.setattr(E, "floors_of_specs", floors_of_specs)
+    monkeypatch.setattr(E, "resident_bytes", resident)
+    monkeypatch.setattr(M, "available_bytes", available)
+    log = tmp_path / "f.jsonl"
+    with pytest.raises(SystemExit) as exc:
+        soak_models.main(["--count", "2", "--log", str(log)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and not log.exists(), err
+    assert "model 1: simulating: the machine refused a resource: <temporary>/out: trigger " \
+        in err
+    assert "1.0 MiB of decoded programs" in err
+
+
 # (2) The simulator writes no file: a full disk or quota while simulating is the tool
 # writing where it should not, logged (r1simspc.py; until 2026-12-07 the machine's).
 @pytest.mark.parametrize("code", ["ENOSPC", "EDQUOT"])

@@ -316,7 +316,9 @@ def check_operands_fit(floors, *, file: str, available=None, programs: int = 0) 
             f"({source}); simulate it on a machine with more memory, or pass "
             "--no-memory-check to try anyway",
             file=file, trigger=worst.trigger)
-        err.floor = worst  # (the floor weighed, exact: the soak compares it with the model's)
+        # (the floor weighed, exact, with the decoded programs when the second check's:
+        # the soak compares it less its programs with the model's own floor)
+        err.floor = worst
         raise err
 
 
