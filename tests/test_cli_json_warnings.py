@@ -107,3 +107,35 @@ def test_diff_json_gives_its_idle_ignore_warning_on_stderr_only(out):
     assert err == ["--ignore input.nmae: neither manifest.json has this key path, so it "
                    "ignores nothing"]
     assert doc["identical"] is True and "warnings" not in doc
+
+
+# Review 59m (2).  Each entry is the stderr line's text after the prefix, as written: a
+# path's line break escaped (`\n`, CLI.md "Errors"), a line over the cap cut with the prefix
+# counted (cmpwarn.py; until 2026-12-07 the idle clause's path was put in raw, a real line
+# break in the JSON, and the cut counted the text alone: 21 characters fewer "in all").
+@pytest.mark.parametrize("cmd", ["explain", "simulate"])
+def test_json_warnings_escape_a_line_break_in_the_model_path_as_stderr_does(tmp_path, cmd):
+    model = tmp_path / "a\nb.neff"
+    shutil.copyfile(AR2, model)
+    shown = str(tmp_path / "a\\nb.neff")  # the line break as the two characters `\n`
+    doc, err = _stdout_doc_and_warnings(
+        cli(cmd, model, "--no-verify-hash", "--algo", "allgather:ring", "--json"))
+    assert err == [f"{shown}: header hash not verified (--no-verify-hash)",
+                   f"{shown}: --algo clause 'allgather:ring' applies to nothing in this "
+                   "model: it has no ALLGATHER collective"]
+    assert doc["warnings"] == err
+
+
+@pytest.mark.parametrize("cmd", ["explain", "simulate"])
+def test_json_warnings_over_the_cap_are_cut_as_the_stderr_line(tmp_path, cmd):
+    folder = tmp_path
+    for _ in range(12):  # words of 4 characters: only the whole line's cut applies
+        folder = folder / ("abc " * 50)[:200]
+    folder.mkdir(parents=True)
+    model = folder / "m.neff"
+    shutil.copyfile(AR2, model)
+    doc, err = _stdout_doc_and_warnings(cli(cmd, model, "--no-verify-hash", "--json"))
+    text = f"{model}: header hash not verified (--no-verify-hash)"
+    # the whole line counted, its prefix too (CLI.md "Errors": the line's characters)
+    assert f" ... ({len(PREFIX) + len(text)} characters in all) ... " in err[0]
+    assert doc["warnings"] == err

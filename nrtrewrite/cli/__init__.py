@@ -402,9 +402,25 @@ def note(err: Console, text: str) -> None:
     _stderr_line(err, "note", "cyan", text)
 
 
+def line_text(label: str, text: str) -> str:
+    """The text of the stderr line ``nrtrewrite: LABEL: TEXT`` after its prefix, as
+    written: escaped and capped with the prefix counted (:func:`_capped_line`).  Both the
+    line (:func:`warn`, :func:`note`) and a ``--json`` document's ``warnings`` entries
+    (docs/CLI.md "Warnings under --json") are made of it: until 2026-12-07 the entries were
+    ``text`` cut alone, unescaped (a path's line break a real one) and counted without the
+    prefix (``(3655 characters in all)`` where the line said 3676)."""
+    prefix = f"nrtrewrite: {label}: "  # (kept whole: the cut keeps a line's first 1,500)
+    return _capped_line(prefix + text)[len(prefix):]
+
+
+def warning_text(text: str) -> str:
+    """:func:`line_text` of a warning: the text its stderr line shows after
+    ``nrtrewrite: warning: ``."""
+    return line_text("warning", text)
+
+
 def _stderr_line(err: Console, label: str, style: str, text: str) -> None:
-    prefix = f"nrtrewrite: {label}:"  # (kept whole: the cut keeps a line's first 1,500)
-    line = Text.assemble((prefix, style), _capped_line(f"{prefix} {text}")[len(prefix):])
+    line = Text.assemble((f"nrtrewrite: {label}:", style), " " + line_text(label, text))
     with contextlib.suppress(OSError, ValueError):
         err.print(line, highlight=False, soft_wrap=True)
 

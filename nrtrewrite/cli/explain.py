@@ -29,12 +29,13 @@ from nrtrewrite.bundle import no_trigger_warning, temp_root
 from nrtrewrite.cli import (ALGO_TWICE, MAX_INT_DIGITS, Int, JsonErrorCommand, OneValue,
                             PathArg, after_zeros, and_list, ascii_int, too_many_digits,
                             echo_whole_pieces, main, options_given, plain, plain_line, print_plain,
-                            stderr_console, stdout_console, styled, verb, no_dash)
+                            stderr_console, stdout_console, styled, verb, no_dash,
+                            warning_text)
 from nrtrewrite.cli.lower import unverified_hash_warning, warn
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.emit.address import build_memory_map
 from nrtrewrite.errors import (LimitError, NrtRewriteError, ResourceError, ValidationError,
-                               counted, cut_line, cut_middle, did_you_mean, escape_path,
+                               counted, cut_middle, did_you_mean, escape_path,
                                path_text)
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Operand
@@ -1384,7 +1385,7 @@ def explain_cmd(model, rank, topology, algo, host_cc, as_json, only, show_all, n
                "refused_not_shown": refused,
                # the warnings given on stderr, each its line's text after ``nrtrewrite:
                # warning: `` cut as the line is (docs/CLI.md "Warnings under --json")
-               "warnings": [cut_line(w) for w in warnings],
+               "warnings": [warning_text(w) for w in warnings],
                "triggers": spool, "skipped_triggers": skipped}
         # every piece's text made before the first is written (the records' in the spool):
         # an error meanwhile (out of memory) is then the error document alone, not one

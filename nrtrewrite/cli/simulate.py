@@ -28,7 +28,7 @@ from nrtrewrite.bundle import (
 from nrtrewrite.cores import usable_cores
 from nrtrewrite.cli import (IntRange, JsonErrorCommand, OneValue, PathArg, and_list, echo_whole,
                             encodable, main, options_given, plain, plain_line, print_table,
-                            stderr_console, stdout_console, styled, verb)
+                            stderr_console, stdout_console, styled, verb, warning_text)
 from nrtrewrite.cli.lower import (
     common_lowering_options, load_and_plan, unverified_hash_warning, warn,
 )
@@ -310,7 +310,7 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
         # the warnings given on stderr, each its line's text after ``nrtrewrite: warning: ``
         # cut as the line is, before the triggers (docs/CLI.md "Warnings under --json")
         doc = {**{k: v for k, v in doc.items() if k not in ("triggers", "stats")},
-               "warnings": [cut_line(w) for w in shown],
+               "warnings": [warning_text(w) for w in shown],
                "triggers": doc["triggers"], "stats": doc["stats"]}
         echo_whole(json.dumps(doc, indent=1))
     else:
