@@ -405,10 +405,10 @@ def test_a_subprocess_reports_an_internal_error_in_one_line(tmp_path):
       "error": "/nonexistent.neff: cannot read: No such file or directory"}),
     (["explain", "--op", "allreduce", "--bytes", "1x", "--ranks", "4", "--json"],
      {"model": None, "error": "field --bytes: bad size '1x' (e.g. 4096, 512KiB, 64MiB, 1GB)",
-      "triggers": []}),
+      "warnings": [], "triggers": []}),
     (["explain", "/nonexistent.neff", "--json"],
      {"model": None, "error": "Invalid value for 'MODEL': File '/nonexistent.neff' does not "
-                              "exist.", "triggers": []}),
+                              "exist.", "warnings": [], "triggers": []}),
     (["schedule", str(FIX / "ar2.neff"), "--rank", "2", "--json"],
      {"rank": 2, "ops": [], "error": f"{FIX / 'ar2.neff'}: field --rank: rank 2 is not in the "
                                      "model's world (ranks 0..1)"}),
@@ -493,13 +493,14 @@ def _boom(*a, **kw):
     ("nrtrewrite.cli.inspect:model_to_dict", ["inspect", FIX / "ar2.neff", "--json"],
      {"format": "nrtrewrite.inspect/1", "file": str(FIX / "ar2.neff"), "error": INTERNAL_WHY}),
     ("nrtrewrite.cli.explain:explain_selection", ["explain", FIX / "ar2.neff", "--json"],
-     {"model": str(FIX / "ar2.neff"), "error": INTERNAL_WHY, "triggers": []}),
+     {"model": str(FIX / "ar2.neff"), "error": INTERNAL_WHY, "warnings": [], "triggers": []}),
     ("nrtrewrite.cli.schedule:schedule_ops",
      ["schedule", FIX / "ar2.neff", "--rank", "0", "--json"],
      {"rank": 0, "ops": [], "error": INTERNAL_WHY}),
     ("nrtrewrite.simulate.engine:Simulator.execute", ["simulate", "OUT", "--json"],
      {"format": "nrtrewrite-simulate", "format_version": 1, "output": "OUT", "seed": 0,
-      "ok": None, "error": INTERNAL_WHY, "error_trigger": None, "triggers": [], "stats": {}}),
+      "ok": None, "error": INTERNAL_WHY, "error_trigger": None, "warnings": [], "triggers": [],
+      "stats": {}}),
 ])
 def test_an_internal_error_still_prints_the_json_error_document(
         tmp_path, monkeypatch, target, args, doc):
@@ -572,7 +573,8 @@ def _patch(monkeypatch, target: str, replacement) -> None:
      {"format": "nrtrewrite.inspect/1", "file": str(FIX / "ar2.neff"),
       "error": _oom_why("inspect")}),
     ("nrtrewrite.cli.explain:explain_selection", ["explain", FIX / "ar2.neff", "--json"],
-     {"model": str(FIX / "ar2.neff"), "error": _oom_why("explain"), "triggers": []}),
+     {"model": str(FIX / "ar2.neff"), "error": _oom_why("explain"), "warnings": [],
+      "triggers": []}),
     ("nrtrewrite.cli.schedule:schedule_ops",
      ["schedule", FIX / "ar2.neff", "--rank", "0", "--json"],
      {"rank": 0, "ops": [], "error": _oom_why("schedule")}),
@@ -580,7 +582,8 @@ def _patch(monkeypatch, target: str, replacement) -> None:
      {"kind": "spad", "ranks": [], "error": _oom_why("dump")}),
     ("nrtrewrite.simulate.engine:Simulator.execute", ["simulate", "OUT", "--json"],
      {"format": "nrtrewrite-simulate", "format_version": 1, "output": "OUT", "seed": 0,
-      "ok": None, "error": _oom_why("simulate"), "error_trigger": None, "triggers": [],
+      "ok": None, "error": _oom_why("simulate"), "error_trigger": None, "warnings": [],
+      "triggers": [],
       "stats": {}}),
 ])
 def test_out_of_memory_still_prints_the_json_error_document(

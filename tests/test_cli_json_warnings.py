@@ -139,3 +139,43 @@ def test_json_warnings_over_the_cap_are_cut_as_the_stderr_line(tmp_path, cmd):
     # the whole line counted, its prefix too (CLI.md "Errors": the line's characters)
     assert f" ... ({len(PREFIX) + len(text)} characters in all) ... " in err[0]
     assert doc["warnings"] == err
+
+
+# Review 59m (3).  The error documents of explain and simulate carry the warnings given on
+# stderr before the error, `warnings` before `triggers` (CLI.md "Warnings under --json";
+# until 2026-12-07 the warning was on stderr only: errdoc.py).
+def test_explain_json_error_document_carries_the_warnings_given():
+    res = cli("explain", AR2, "--no-verify-hash", "--rank", "5", "--json")
+    assert res.exit_code == 2
+    warning, error = res.stderr.splitlines()
+    assert warning == PREFIX + HASH
+    assert error == (f"nrtrewrite: error: {AR2}: field --rank: rank 5 is not in the model's "
+                     "world (ranks 0..1)")
+    doc = json.loads(res.stdout)
+    assert list(doc) == ["model", "error", "warnings", "triggers"]
+    assert doc == {"model": AR2, "error": error.removeprefix("nrtrewrite: error: "),
+                   "warnings": [HASH], "triggers": []}
+
+
+def test_simulate_json_error_document_carries_the_warnings_given(monkeypatch):
+    """The memory guard refusing (status 71, no memory available) after the warnings."""
+    import nrtrewrite.simulate.memguard as M
+
+    monkeypatch.setattr(M, "available_bytes", lambda *a: (0, "MemAvailable"))
+    res = cli("simulate", AR2, "--no-verify-hash", "--algo", "allgather:ring", "--json")
+    assert res.exit_code == 71
+    *warnings, error = res.stderr.splitlines()
+    assert warnings == [PREFIX + HASH, PREFIX + IDLE]
+    assert "cannot be simulated on this machine" in error
+    doc = json.loads(res.stdout)
+    assert list(doc) == ["format", "format_version", "output", "seed", "ok", "error",
+                         "error_trigger", "warnings", "triggers", "stats"]
+    assert doc["warnings"] == [HASH, IDLE]
+    assert doc["error"] == error.removeprefix("nrtrewrite: error: ")
+
+
+def test_a_usage_error_document_has_no_warnings():
+    """A usage error found before the command ran: nothing given, `warnings` empty."""
+    res = cli("explain", AR2, "--rank", "x", "--json")
+    assert res.exit_code == 2 and PREFIX not in res.stderr
+    assert json.loads(res.stdout)["warnings"] == []

@@ -674,12 +674,13 @@ def test_alu_is_taken_for_every_reducing_collective():
 
 def test_json_error_document_names_the_model(tmp_path):
     """docs/CLI.md "explain --json": on an error (exit 2) stdout is `{"model": MODEL or null,
-    "error": MESSAGE, "triggers": []}`, MESSAGE the stderr line without its prefix."""
+    "error": MESSAGE, "warnings": [...], "triggers": []}`, MESSAGE the stderr line without its
+    prefix."""
     fix = str(Path(__file__).resolve().parents[1] / "fixtures" / "ar2.neff")
     res = run("explain", fix, "--rank", "7", "--json")
     assert res.exit_code == 2
     (line,) = res.stderr.splitlines()
-    assert json.loads(res.stdout) == {"model": fix, "triggers": [],
+    assert json.loads(res.stdout) == {"model": fix, "warnings": [], "triggers": [],
                                       "error": line.removeprefix("nrtrewrite: error: ")}
 
 
@@ -882,7 +883,8 @@ def test_explain_refuses_at_the_trigger_lower_refuses_first(tmp_path):
         res = run("explain", path, "--algo", "kangaring", *args, "--json")
         assert res.exit_code == 2, args
         doc = json.loads(res.output[:res.output.rindex("}") + 1])
-        assert doc == {"model": path, "error": f"{path}: {line}", "triggers": []}, args
+        assert doc == {"model": path, "error": f"{path}: {line}", "warnings": [],
+                       "triggers": []}, args
 
 
 def test_explain_meets_a_forced_engines_refusal_before_the_vars_past_the_core_window(
@@ -944,7 +946,8 @@ def test_explain_with_a_rank_outside_the_world_refuses_where_lower_does(tmp_path
         res = run("explain", path, *args, "--rank", "99", "--json")
         assert res.exit_code == 2, args
         doc = json.loads(res.output[:res.output.rindex("}") + 1])
-        assert doc == {"model": path, "error": f"{path}: {line}", "triggers": []}, args
+        assert doc == {"model": path, "error": f"{path}: {line}", "warnings": [],
+                       "triggers": []}, args
 
 
 def test_an_unknown_trigger_is_refused_after_what_schedules_plan_refuses(tmp_path):
@@ -978,7 +981,8 @@ def test_an_unknown_trigger_is_refused_after_what_schedules_plan_refuses(tmp_pat
         res = run("explain", path, *args, "--json")
         assert res.exit_code == 2, args
         doc = json.loads(res.output[:res.output.rindex("}") + 1])
-        assert doc == {"model": path, "error": f"{path}: {line}", "triggers": []}, args
+        assert doc == {"model": path, "error": f"{path}: {line}", "warnings": [],
+                       "triggers": []}, args
     (tmp_path / "s").mkdir()
     spec["subgraphs"][0]["vars"] = [{"name": "i", "type": "input", "size": 64},
                                     {"name": "o", "type": "output", "size": 64}]

@@ -1043,7 +1043,7 @@ def test_cli_json_document_of_a_simulation_that_cannot_be_done_has_every_key(tmp
     assert res.exit_code == 2
     assert doc == {"format": "nrtrewrite-simulate", "format_version": 1, "output": str(folder),
                    "seed": 7, "ok": None, "error": doc["error"], "error_trigger": None,
-                   "triggers": [], "stats": {}}
+                   "warnings": [], "triggers": [], "stats": {}}
     assert "not an nrtrewrite output folder" in doc["error"]
     assert res.stderr == f"nrtrewrite: error: {doc['error']}\n"
 

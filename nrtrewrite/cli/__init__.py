@@ -419,8 +419,17 @@ def warning_text(text: str) -> str:
     return line_text("warning", text)
 
 
+#: ``click.Context.meta`` key of the warnings a :class:`JsonErrorCommand` carrying them has
+#: given (:func:`warning_text` each), for its error document
+GIVEN_WARNINGS = "nrtrewrite.warnings"
+
+
 def _stderr_line(err: Console, label: str, style: str, text: str) -> None:
-    line = Text.assemble((f"nrtrewrite: {label}:", style), " " + line_text(label, text))
+    written = line_text(label, text)
+    ctx = click.get_current_context(silent=True)
+    if label == "warning" and ctx is not None and GIVEN_WARNINGS in ctx.meta:
+        ctx.meta[GIVEN_WARNINGS].append(written)
+    line = Text.assemble((f"nrtrewrite: {label}:", style), " " + written)
     with contextlib.suppress(OSError, ValueError):
         err.print(line, highlight=False, soft_wrap=True)
 
@@ -1820,10 +1829,22 @@ class JsonErrorCommand(Command):
     #: :class:`NrtRewriteError`, None for a usage or OS error), over
     #: :meth:`error_document`'s (``simulate``'s ``error_trigger``)
     error_fields = staticmethod(lambda err: {})
+    #: True for a command whose error document carries the warnings it gave on stderr
+    #: before the error, ``warnings`` before its ``triggers`` (``explain``, ``simulate``:
+    #: docs/CLI.md "Warnings under ``--json``"; until 2026-12-07 only their documents of a
+    #: command that finished did); ``[]`` for a usage error found before the command ran
+    carries_warnings = False
 
     def _print_error(self, params: dict, why: str, err: NrtRewriteError | None = None) -> None:
         doc = self.error_document(params, json_why(why))
         doc.update(self.error_fields(err))
+        if self.carries_warnings:
+            ctx = click.get_current_context(silent=True)
+            given = list(ctx.meta.get(GIVEN_WARNINGS, ())) if ctx is not None else []
+            keys = list(doc)
+            at = keys.index("triggers") if "triggers" in keys else len(keys)
+            doc = {**{k: doc[k] for k in keys[:at]}, "warnings": given,
+                   **{k: doc[k] for k in keys[at:]}}
         echo_whole(json.dumps(doc, indent=self.json_indent))
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
@@ -1840,6 +1861,8 @@ class JsonErrorCommand(Command):
             raise
 
     def invoke(self, ctx: click.Context):
+        if self.carries_warnings:
+            ctx.meta[GIVEN_WARNINGS] = []
         try:
             return super().invoke(ctx)
         except (NrtRewriteError, click.UsageError) as err:

@@ -1104,8 +1104,10 @@ OVERVIEW_TRIGGERS = 64
 
 
 class _ExplainCommand(JsonErrorCommand):
-    """``explain``: with ``--json``, an error is ``{"model", "error", "triggers": []}`` on
-    stdout (then the error line on stderr, exit 2)."""
+    """``explain``: with ``--json``, an error is ``{"model", "error", "warnings", "triggers":
+    []}`` on stdout (then the error line on stderr, exit 2)."""
+
+    carries_warnings = True  # (the warnings given, in its error document too)
 
     @staticmethod
     def error_document(params: dict, why: str) -> dict:

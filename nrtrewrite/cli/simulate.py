@@ -161,6 +161,8 @@ class _SimulateCommand(JsonErrorCommand):
     document with ``ok`` null (neither matched nor not), ``error`` the message and no
     triggers, so stdout is one JSON document whatever happens, as ``diff``'s."""
 
+    carries_warnings = True  # (the warnings given, in its error document too)
+
     json_indent = 1
 
     @staticmethod
