@@ -289,9 +289,10 @@ def test_check_operands_fit():
         mg.check_operands_fit(floors, file="m", available=lambda: (4 * GiB - 1, "MemAvailable"))
     assert err.value.exit_code == 71 and err.value.where.trigger == 5
     assert str(err.value) == (
-        "m: trigger 5: cannot be simulated on this machine: b holds 4.0 GiB at once while an "
-        "output is checked (4.0 GiB of input and output, 0 bytes of test data and reference), "
-        "more than the 4.0 GiB "
+        # (4 GiB and 1 byte less alike to 3 decimals: in bytes, review 59m)
+        "m: trigger 5: cannot be simulated on this machine: b holds 4294967296 bytes at once "
+        "while an output is checked (4.0 GiB of input and output, 0 bytes of test data and "
+        "reference), more than the 4294967295 bytes "
         "of memory available (MemAvailable); simulate it on a machine with more memory, or "
         "pass --no-memory-check to try anyway")
     # the test data counts: 3 GiB of operands of which 1 GiB inputs, 4 GiB while an input
@@ -303,8 +304,8 @@ def test_check_operands_fit():
     assert err.value.where.trigger == 7
     # the making moment the larger: its parts are the inputs and their making (review 58n:
     # the line gave the 3 GiB of operands, which fit neither moment)
-    assert ("d holds 5.0 GiB at once while its inputs are made (1.0 GiB of input, 4.0 GiB of "
-            "test data and reference), ") in str(err.value)
+    assert ("d holds 5368709120 bytes at once while its inputs are made (1.0 GiB of input, "
+            "4.0 GiB of test data and reference), ") in str(err.value)
     # while an output is checked: max(3 + 3, 1 + 1) = 6 GiB
     floors.append(mg.Floor(8, "e", 2, 3 * GiB, GiB, GiB, 3 * GiB))
     assert mg.largest_floor(floors).trigger == 8
@@ -316,9 +317,10 @@ def test_check_operands_fit():
     with pytest.raises(ResourceError) as err:
         mg.check_operands_fit(held, file="m", available=lambda: (4 * GiB - 1, "MemAvailable"))
     assert str(err.value) == (
-        "m: trigger 9: cannot be simulated on this machine: f holds 4.0 GiB at once while an "
-        "output is checked (2.0 GiB of input and output, 2.0 GiB of test data and reference), "
-        "more than the 4.0 GiB "
+        # (4 GiB and 1 byte less alike to 3 decimals: in bytes, review 59m)
+        "m: trigger 9: cannot be simulated on this machine: f holds 4294967296 bytes at once "
+        "while an output is checked (2.0 GiB of input and output, 2.0 GiB of test data and "
+        "reference), more than the 4294967295 bytes "
         "of memory available (MemAvailable); simulate it on a machine with more memory, or "
         "pass --no-memory-check to try anyway")
     # the making moment the larger, 1 + 4 = 5 GiB: its parts are the 1 GiB of inputs and the
@@ -334,8 +336,10 @@ def test_check_operands_fit():
     held = [mg.Floor(11, "h", 2, 16 * GiB, 8 * GiB, GiB, 3 * GiB, held=9 * GiB, flight=GiB)]
     with pytest.raises(ResourceError) as err:
         mg.check_operands_fit(held, file="m", available=lambda: (12 * GiB - 1, "MemAvailable"))
-    assert ("h holds 12.0 GiB at once while an output is checked (8.0 GiB of input and output, "
-            "1.0 GiB more in flight, 3.0 GiB of test data and reference), more") in str(err.value)
+    # (12 GiB = 12884901888 bytes, and 1 byte less: in bytes, review 59m)
+    assert ("h holds 12884901888 bytes at once while an output is checked (8.0 GiB of input "
+            "and output, 1.0 GiB more in flight, 3.0 GiB of test data and reference), more "
+            "than the 12884901887 bytes") in str(err.value)
 
 
 def test_reference_bytes_per_op_by_hand():
@@ -469,9 +473,11 @@ def test_check_operands_fit_counts_the_decoded_programs_on_both_sides():
                               available=lambda: (4 * GiB - 1, "MemAvailable"))
     assert err.value.exit_code == 71 and err.value.where.trigger == 9
     assert str(err.value) == (
-        "m: trigger 9: cannot be simulated on this machine: f holds 5.0 GiB at once while an "
-        "output is checked (2.0 GiB of input and output, 2.0 GiB of test data and reference, "
-        "1.0 GiB of decoded programs), more than the 5.0 GiB of memory available "
+        # (5 GiB and 1 byte less alike to 3 decimals: in bytes, review 59m)
+        "m: trigger 9: cannot be simulated on this machine: f holds 5368709120 bytes at once "
+        "while an output is checked (2.0 GiB of input and output, 2.0 GiB of test data and "
+        "reference, 1.0 GiB of decoded programs), more than the 5368709119 bytes of memory "
+        "available "
         "(MemAvailable; 1.0 GiB of it now holds the decoded programs); simulate it on a "
         "machine with more memory, or pass --no-memory-check to try anyway")
     # the making moment the larger (1 + 4 GiB against 2 + 2): its parts, the programs after
@@ -479,10 +485,11 @@ def test_check_operands_fit_counts_the_decoded_programs_on_both_sides():
     with pytest.raises(ResourceError) as err:
         mg.check_operands_fit(making, file="m", programs=512 * MiB,
                               available=lambda: (5 * GiB - 1, "MemAvailable"))
-    assert ("d holds 5.5 GiB at once while its inputs are made (1.0 GiB of input, 4.0 GiB of "
-            "test data and reference, 512.0 MiB of decoded programs), more than the 5.5 GiB "
-            "of memory available (MemAvailable; 512.0 MiB of it now holds the decoded "
-            "programs)") in str(err.value)
+    # (5.5 GiB = 5905580032 bytes, and 1 byte less: in bytes, review 59m)
+    assert ("d holds 5905580032 bytes at once while its inputs are made (1.0 GiB of input, "
+            "4.0 GiB of test data and reference, 512.0 MiB of decoded programs), more than the "
+            "5905580031 bytes of memory available (MemAvailable; 512.0 MiB of it now holds the "
+            "decoded programs)") in str(err.value)
 
 
 def test_simulate_checks_again_once_the_programs_are_decoded(ar_out, monkeypatch):
@@ -812,3 +819,26 @@ def test_a_large_buffers_pages_go_back_once_no_access_is_left(tmp_path, monkeypa
     assert res.ok, res.error
     assert seen["first"] == [512] * 4
     assert seen["done"] == [0] * 8
+
+
+# Review 59m (4).  The two figures of a refusal rounded alike read as a contradiction
+# ("holds 5.1 GiB ... more than the 5.1 GiB of memory available"): shown with the decimals
+# that tell them apart, else in bytes (until 2026-12-07 one decimal whatever they were).
+@pytest.mark.parametrize("held, had, want_held, want_had", [
+    # 5 GiB + 110 MiB = 5.10742... GiB; 5 GiB + 105 MiB = 5.10254... GiB: 5.1 both, then
+    # 5.11 and 5.10
+    ((5 << 30) + (110 << 20), (5 << 30) + (105 << 20), "5.11 GiB", "5.10 GiB"),
+    # 1 GiB + 1 MiB = 1.000976... GiB against 1 GiB: 1.0, 1.00 both, then 1.001 and 1.000
+    ((1 << 30) + (1 << 20), 1 << 30, "1.001 GiB", "1.000 GiB"),
+    # one byte apart: the same to 3 decimals, so the bytes
+    ((1 << 30) + 1, 1 << 30, "1073741825 bytes", "1073741824 bytes"),
+    # apart at one decimal already: as before (3.0 and 2.0 GiB)
+    (3 << 30, 2 << 30, "3.0 GiB", "2.0 GiB"),
+])
+def test_a_refusals_two_figures_are_shown_apart(held, had, want_held, want_had):
+    floor = mg.Floor(4, "ALLREDUCE ADD FP32 x1 over 2 ranks", 2, held)
+    with pytest.raises(ResourceError) as exc:
+        mg.check_operands_fit([floor], file="m.neff", available=lambda: (had, "MemAvailable"))
+    line = str(exc.value)
+    assert f"over 2 ranks holds {want_held} at once " in line, line
+    assert f", more than the {want_had} of memory available (MemAvailable)" in line, line

@@ -129,12 +129,25 @@ def available_bytes(meminfo: Path = MEMINFO, cgroups: Path = CGROUPS,
     return best, source
 
 
-def gib(n: int) -> str:
-    """Bytes as an error line shows them."""
+def gib(n: int, digits: int = 1) -> str:
+    """Bytes as an error line shows them (``digits`` decimals of the largest unit)."""
     for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
         if n >= 1 << shift:
-            return f"{n / (1 << shift):.1f} {unit}"
+            return f"{n / (1 << shift):.{digits}f} {unit}"
     return f"{n} bytes"
+
+
+def gib_apart(a: int, b: int) -> tuple[str, str]:
+    """:func:`gib` of two byte counts that differ, with as many decimals (up to 3) as show
+    them apart, else the exact bytes: a refusal's ``holds 5.1 GiB ... more than the 5.1 GiB
+    of memory available`` read as a contradiction (until 2026-12-07, review 59m)."""
+    if a == b:
+        return gib(a), gib(b)
+    for digits in (1, 2, 3):
+        shown = gib(a, digits), gib(b, digits)
+        if shown[0] != shown[1]:
+            return shown
+    return f"{a} bytes", f"{b} bytes"
 
 
 def operand_floor(group_size: int, src: tuple[int, int] | None,
@@ -310,9 +323,10 @@ def check_operands_fit(floors, *, file: str, available=None, programs: int = 0) 
         avail += programs
         source = f"{source}; {gib(programs)} of it now holds the decoded programs"
     if worst.total > avail:
+        held, had = gib_apart(worst.total, avail)
         err = ResourceError(
-            f"cannot be simulated on this machine: {worst.label} holds {gib(worst.total)} at "
-            f"once {worst.parts()}, more than the {gib(avail)} of memory available "
+            f"cannot be simulated on this machine: {worst.label} holds {held} at "
+            f"once {worst.parts()}, more than the {had} of memory available "
             f"({source}); simulate it on a machine with more memory, or pass "
             "--no-memory-check to try anyway",
             file=file, trigger=worst.trigger)
