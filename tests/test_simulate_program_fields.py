@@ -2330,6 +2330,41 @@ def test_a_single_cycle_legs_two_increments_swapped_are_named_at_the_first(
         f"the pair's other channel (FORMATS §7)")
 
 
+@pytest.mark.parametrize("case, leaf", [("flat", 1), ("flat", 2), ("hier", 1)])
+def test_a_ring_legs_two_increments_swapped_are_named_at_the_first(
+        ring_out, hier_out, tmp_path, case, leaf):
+    """A RING leg that sends increments its own dma_compl_sema, then the successor's recv_sema
+    (FORMATS §7: "2. inc 1 on its own channel's dma_compl_sema ... 3. its other increments";
+    the RING row). The two swapped in sem.bin, on a flat RING entry (c7c8 --algo ring) or a
+    HIER leg's intra-node RING leg: the first, now the successor's recv_sema, is named at its
+    addr (fixer 59p, review 59n: the swap passed as a match, 32 of 32 flat, 11 of 11 HIER)."""
+    out = _copy(ring_out if case == "flat" else hier_out, tmp_path)
+    for r in sorted(int(p.name[5:]) for p in out.glob("rank-*")):
+        found = [(i, g) for i, g in enumerate(_legs(out, r)) if g["leaf"] == leaf
+                 and g["sem_count"] >= 2
+                 and _get(out, r, "spad.bin", g["spad_index"] * SPAD + 1, "<B") & 0xF == ALG_RING]
+        if found:
+            break
+    i, g = found[0]
+    k = g["sem_first"] + g["sem_count"] - 2
+    sems = _sems(out, r)
+    # by hand from the BDs (FORMATS §7, §10): the leg's last two are +1 on its own channel's
+    # dma_compl_sema (16 + 4c + 3 of rank r), then +1 on the successor's recv_sema (16 + 4c of
+    # another rank of the same node here)
+    c = g["channel"]
+    assert _inc_target(sems[k]) == (r, 16 + 4 * c + 3)
+    succ, sid = _inc_target(sems[k + 1])
+    assert succ != r and sid == 16 + 4 * c
+    _swap_sems(out, r, k, k + 1)
+    name = {1: "send", 2: "recv_reduce_send"}[leaf]
+    assert _error_line(out) == (
+        f"{out / f'rank-{r:04d}'}: field addr, rank {r}, artifact sem.bin, record {k}: "
+        f"increment of semaphore {sid} (channel {c} recv_sema) of rank {succ} before the one "
+        f"of semaphore {16 + 4 * c + 3} (channel {c} dma_compl_sema) of rank {r} (sem.bin "
+        f"record {k + 1}): a RING {name} leg (legs.bin record {i}) increments its own "
+        f"dma_compl_sema, then the successor's recv_sema or its own send_sema (FORMATS §7)")
+
+
 @pytest.mark.parametrize("case, leaf", [("flat", 2), ("hier", 3)])
 def test_a_single_cycle_legs_first_wait_moved_to_another_channel_is_named_at_its_addr(
         scr_out, hier_out, tmp_path, case, leaf):

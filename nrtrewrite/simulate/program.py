@@ -2906,9 +2906,12 @@ class RankDecoder:
             # its increments likewise: its own dma_compl_sema, the next's recv_sema (or its own
             # send_sema in a network peer's place), its post_sema of the pair's other channel
             # (FORMATS §7); two swapped, the first out of place is named (since 2026-12-07,
-            # fixer 59b: a swap passed as a match). Held only on a leg with each kind once (a
-            # copy or a moved BD is left to the checks that name those)
-            scr_i = single & np.isin(lf_s, list(RING_LEAVES)) & ~wait
+            # fixer 59b: a swap passed as a match). A RING leg's (flat, or a HIER leg's RING
+            # legs) alike: its own dma_compl_sema, then the successor's recv_sema or its own
+            # send_sema (FORMATS §7's RING row; fixer 59p: a swap passed as a match). Held only
+            # on a leg with each kind once (a copy or a moved BD is left to the checks that name
+            # those)
+            scr_i = (single & np.isin(lf_s, list(RING_LEAVES)) | ring_s) & ~wait
             kind = self._scr_kind(wait, local, b_role)
             n_scr_i = np.bincount(leg[scr_i], minlength=self.n_legs)
             kinds_of = np.zeros(self.n_legs, np.int64)
@@ -2916,13 +2919,21 @@ class RankDecoder:
                              1 << np.maximum(kind[scr_i & (kind >= 2)], 0))
             distinct = np.array([bin(int(b)).count("1") for b in kinds_of], np.int64) == n_scr_i
             ok_i = scr_i & (kind >= 2) & distinct[leg]
+
+            def order_why(i: int) -> str:
+                """The increments' order FORMATS §7 gives BD i's leg."""
+                if ring_s[i]:
+                    return (f"a RING {LEAF_NAMES[int(lf_s[i])]} leg (legs.bin record {leg[i]}) "
+                            "increments its own dma_compl_sema, then the successor's recv_sema "
+                            "or its own send_sema (FORMATS §7)")
+                return (f"a SINGLE_CYCLE_RING {LEAF_NAMES[int(lf_s[i])]} leg (legs.bin record "
+                        f"{leg[i]}) increments its own dma_compl_sema, then the next's recv_sema "
+                        "or its own send_sema, then its post_sema of the pair's other channel "
+                        "(FORMATS §7)")
             self.check((leg[1:] == leg[:-1]) & ok_i[1:] & ok_i[:-1] & (kind[:-1] > kind[1:]),
                        lambda i: f"increment of {sem_name(int(sid[i]))} of rank {trank[i]} "
                        f"before the one of {sem_name(int(sid[i + 1]))} of rank {trank[i + 1]} "
-                       f"(sem.bin record {i + 1}): a SINGLE_CYCLE_RING {LEAF_NAMES[int(lf_s[i])]} "
-                       f"leg (legs.bin record {leg[i]}) increments its own dma_compl_sema, then "
-                       f"the next's recv_sema or its own send_sema, then its post_sema of the "
-                       f"pair's other channel (FORMATS §7)", "sem.bin", "addr")
+                       f"(sem.bin record {i + 1}): {order_why(i)}", "sem.bin", "addr")
         # a SINGLE_CYCLE_RING ring leaf's waits, flat or a HIER leg's, are each by 1 (FORMATS
         # §4's row, §7): each takes what one increment adds, the channel predecessor's +1 on
         # its recv_sema, the pair's other channel's +1 on its post_sema (docs/DESIGN.md
