@@ -1235,6 +1235,52 @@ def test_an_event_wait_the_network_lands_on_is_named_where_it_was_edited(tmp_pat
     assert _error(out) == f"{out / 'rank-0000'}: {want}"
 
 
+def test_an_event_wait_moved_alike_in_sem_bin_and_its_word_is_named_at_the_word(tmp_path):
+    """Rank 0's mesh_reduce (_mesh2n) waits EVT_REDUCE_COPY_2 (192 + 9), the event its
+    peer's block lands on across the network (FORMATS §7: the other devices' or nodes' one;
+    §8.1: the op's inc_recv_complete names it). Its sem.bin wait and the 0xBF word's wait_idx
+    both moved to the next event, 192 + 10 (EVT_REDUCE_WRITE, a label no semaphore traffic
+    goes to, FORMATS §7): the word is named, with both records (fixer 59p, review 59n: the
+    untouched op's inc_recv_complete was named, 23 of 23)."""
+    out, g, bd, word, sid, value = _mesh2n(tmp_path)
+    assert sid == 192 + 9
+    ops = np.fromfile(out / "rank-0000" / "net_ops.bin", F.NET_OPS_INFO_DTYPE)
+    (k,) = np.flatnonzero((ops["inc_recv_complete"].astype(np.int64) & 0x3FF) == 4 * sid)
+    addr = struct.unpack_from("<Q", (out / "rank-0000" / "sem.bin").read_bytes(), bd * 16 + 8)[0]
+    _patch(out, "sem.bin", bd * 16 + 8, "<Q", addr + 4)
+    _patch(out, "sb2sb.bin", word * 64 + 5, "<B", sid + 1)
+    rehash(out)
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field wait_idx, rank 0, artifact sb2sb.bin, record {word}: "
+        f"wait_idx should be {sid}, not {sid + 1}: semaphore {sid} of rank 0 gets {value} from "
+        f"the legs of trigger 0's entry on all its ranks and the net proxy's receives (op {k}, "
+        f"net_ops.bin record {k}: its inc_recv_complete; FORMATS §8.2), and its waits here "
+        f"take 0; semaphore {sid + 1} gets 0, and its waits here take {value} (mesh_reduce "
+        f"leg, legs.bin record {g}), and the leg's first wait (sem.bin record {bd}) is on "
+        f"semaphore {sid + 1} too")
+
+
+def test_an_ops_receive_semaphore_moved_is_still_named_at_the_op(tmp_path):
+    """The mirror of the test above: the op's inc_recv_complete and inc_recv_handshake both
+    moved to 192 + 10 (EVT_REDUCE_WRITE), where FORMATS §7 lets no traffic land, the leg and
+    its word untouched: the op is named, as before fixer 59p (the semaphore counts alone are
+    alike in both cases)."""
+    out, g, bd, word, sid, value = _mesh2n(tmp_path)
+    ops = np.fromfile(out / "rank-0000" / "net_ops.bin", F.NET_OPS_INFO_DTYPE)
+    (k,) = np.flatnonzero((ops["inc_recv_complete"].astype(np.int64) & 0x3FF) == 4 * sid)
+    size = F.NET_OPS_INFO_DTYPE.itemsize
+    for fld in ("inc_recv_complete", "inc_recv_handshake"):
+        _patch(out, "net_ops.bin", k * size + F.NET_OPS_INFO_DTYPE.fields[fld][1], "<Q",
+               int(ops[fld][k]) + 4)
+    rehash(out)
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field inc_recv_complete, rank 0, channel 0, artifact "
+        f"net_ops.bin, record {k}: op {k}'s receives land on semaphore {sid + 1} "
+        f"(inc_recv_complete), but the first leg to read bytes they land on, mesh_reduce "
+        f"(legs.bin record {g}), waits semaphore {sid}: an op names the event its receives "
+        f"land on, the one the legs that take its data wait for (FORMATS §8.1)")
+
+
 def test_a_hier_kangaring_leaf_swapped_within_the_family_is_named_at_leaf(
         hier_legs_out, tmp_path):
     """Rank 0's ``intra_redsct`` recv_reduce_send (leaf 2) of rank 12's slice H1 [3200, 3328)

@@ -18,15 +18,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nrtrewrite.codes import EncAlgType, NetAddrMark, SDMA_DATA_TYPE_SIZE
+from nrtrewrite.codes import (ENC_MESH_MAX_NUM_EVENTS, EncAlgType, EncMeshEventType, NetAddrMark,
+                              SDMA_DATA_TYPE_SIZE)
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import EVT_SEM_INC
 from nrtrewrite.errors import SimulationError, escape_controls, json_text
 from nrtrewrite.simulate.artifacts import FIFO_FILES, RankFiles, check_fifo_slices
 from nrtrewrite.simulate.layout import ADDRESS_ERRORS, E_PAST, Layout
 from nrtrewrite.simulate.program import (
-    LEAF_NAMES, POST_RECV, RING_FAMILY, ROLE_RECV, ROLE_SEND, Entry, RankProgram, sem_id,
-    sem_name, zero_shown,
+    _EVT_BEYOND, _EVT_DEVICE, LEAF_NAMES, POST_RECV, RING_FAMILY, ROLE_RECV, ROLE_SEND,
+    SEM_EVENT_BASE, Entry, RankProgram, sem_id, sem_name, zero_shown,
 )
 from nrtrewrite.simulate.triggers import io_size
 
@@ -1107,11 +1108,63 @@ class FifoDecoder:
                     if reader is not None else
                     "no leg of the entry after its post_recv legs waits it (and none reads "
                     "the bytes they land on)")
+            if reader is not None:
+                self._moved_wait(f, k, sem, ent, reader)
             raise SimulationError(
                 f"op {k}'s receives land on {sem_name(sem)} (inc_recv_complete), but {what}: "
                 "an op names the event its receives land on, the one the legs that take its "
                 "data wait for (FORMATS §8.1)", rank=rank, channel=ch, artifact="net_ops.bin",
                 record=f.ops_first + k, field="inc_recv_complete")
+
+    def _moved_wait(self, f: ChannelFifo, k: int, sem: int, ent: Entry, g: int) -> None:
+        """Op ``k``'s receives land on ``sem``, which leg ``g`` (the first to read their
+        bytes) does not wait. Where the leg waits another semaphore ``x`` of its rank instead,
+        ``sem`` gets one more than its waits take and ``x`` one less (the legs of the
+        trigger's entry on every rank and the net proxy's receives, FORMATS §7, §8.2), and
+        FORMATS §7 lets the network land on ``sem`` and not on ``x`` (:func:`_net_lands`:
+        the counts alone are alike for an op's semaphore changed and a wait changed), the
+        leg's wait is named, not the op: its 0xBF word, with the sem.bin wait, where the
+        wait is the leg's first (the one its word carries, FORMATS §4) and the word waits
+        ``x`` too (a second wait is left to the op: no multi-node output at hand has one; since
+        2026-12-08, fixer 59p after review 59n: a wait moved alike in sem.bin and its 0xBF
+        word was named at the untouched inc_recv_complete)."""
+        from nrtrewrite.simulate.program import EventHold, _event_balance
+        rank = f.rank
+        prog = self.programs[rank]
+        s0, sc = int(prog.l_sem_first[g]), int(prog.l_sem_count[g])
+        waits = [s0 + i for i in range(sc) if prog.s_wait[s0 + i]]
+        net = self.recv_increments()
+        for j in waits:
+            x = int(prog.s_sid[j])
+            if int(prog.s_rank[j]) != rank or x == sem:
+                continue
+            h = EventHold(rank=rank, trigger=int(ent.trigger.ordinal), leg_name=ent.leg, leg=g,
+                          word=-1, bd=j, bd_sid=x, bd_val=int(prog.s_val[j]), word_sid=sem,
+                          word_val=int(prog.s_val[j]), leaf=_leg_name(prog, g),
+                          net_sids=frozenset({sem}), word_error=None)
+            bal = _event_balance(self.programs, h, {sem, x}, net)
+            if bal is None:
+                return
+            inc, wait = bal
+            v = int(prog.s_val[j])
+            if inc[sem] != wait[sem] + v or inc[x] != wait[x] - v:
+                continue
+            if not _net_lands(ent, sem, x):  # the counts alike either way: FORMATS §7 tells
+                return
+            why = (f"{sem_name(sem)} of rank {rank} gets {inc[sem]} from the legs of trigger "
+                   f"{h.trigger}'s entry on all its ranks and the net proxy's receives (op {k}, "
+                   f"net_ops.bin record {f.ops_first + k}: its inc_recv_complete; FORMATS "
+                   f"§8.2), and its waits here take {wait[sem]}; {sem_name(x)} gets {inc[x]}, "
+                   f"and its waits here take {wait[x]}")
+            rf = self.files[rank]
+            word = int(rf.arrays["legs.bin"]["sb2sb_first"][g])
+            n_words = int(rf.arrays["legs.bin"]["sb2sb_count"][g])
+            if j == waits[0] and n_words and int(rf.arrays["sb2sb.bin"]["wait_idx"][word]) == x:
+                raise SimulationError(
+                    f"wait_idx should be {sem}, not {x}: {why} ({h.leaf} leg, legs.bin record "
+                    f"{g}), and the leg's first wait (sem.bin record {j}) is on {sem_name(x)} "
+                    "too", rank=rank, artifact="sb2sb.bin", record=word, field="wait_idx")
+            return
 
     @staticmethod
     def _sender(prog: RankProgram, ent: Entry, ch: int, i: int,
@@ -1201,6 +1254,28 @@ def _first_receive(f: ChannelFifo, entry: int, xfer: int = 0) -> int:
     return min(start + int(np.argmax(f.rx_xfer[start:start + n] == xfer))
                for k, (start, n) in f.rx_groups.items()
                if f.op_entry[k] == entry and (f.rx_xfer[start:start + n] == xfer).any())
+
+
+#: events the network never lands on (FORMATS §7: handshakes only go to peers on the same
+#: node, EVT_REDUCE_WRITE is a label without semaphore traffic)
+_NOT_NET = frozenset(int(e) for e in (
+    EncMeshEventType.EVT_SYNC, EncMeshEventType.EVT_GLOBAL_HNDSHK,
+    EncMeshEventType.EVT_LOCAL_HNDSHK, EncMeshEventType.EVT_REDUCE_WRITE,
+    EncMeshEventType.EVT_RDH_LOCAL_HANDSHAKE))
+_MESH = frozenset({int(EncAlgType.MESH), int(EncAlgType.SINGLE_STEP_MESH)})
+
+
+def _net_lands(ent: Entry, sem: int, x: int) -> bool:
+    """Whether FORMATS §7 lets the net proxy's receives land on event semaphore ``sem`` and
+    not on ``x`` of a leg of ``ent``: ``x`` outside the event window, or a handshake or
+    label event, or, on a MESH or SINGLE_STEP_MESH entry, ``sem`` the other devices' or
+    nodes' data event and ``x`` the same device's."""
+    t, u = sem - SEM_EVENT_BASE, x - SEM_EVENT_BASE
+    if not 0 <= t < ENC_MESH_MAX_NUM_EVENTS or t in _NOT_NET:
+        return False
+    if not 0 <= u < ENC_MESH_MAX_NUM_EVENTS or u in _NOT_NET:
+        return True
+    return ent.algo_type in _MESH and t in _EVT_BEYOND and u in _EVT_DEVICE
 
 
 def _leg_name(prog: RankProgram, g: int) -> str:
