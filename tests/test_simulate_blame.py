@@ -1281,6 +1281,41 @@ def test_an_ops_receive_semaphore_moved_is_still_named_at_the_op(tmp_path):
         f"land on, the one the legs that take its data wait for (FORMATS §8.1)")
 
 
+def test_a_transmit_entrys_complete_cleared_is_named_at_the_record(tmp_path):
+    """Rank 0 of _mesh2n hands its block to rank 64 across the network: each send_sema
+    increment of its legs (sem.bin: subop 21, remote bit 0, id 16 + 4 x 0 + 1 = 17, FORMATS
+    §7) hands the proxy one transfer, each a run of transmit entries ending with complete = 1
+    (FORMATS §8.2). Its first transmit entry's complete made 0: the FIFO now ends one run
+    fewer than the legs hand, and the receive entry it pairs with (rank 64's first from rank
+    0, net_dest.bin) still has complete 1: the transmit entry is named at its complete
+    (fixer 59p, review 59n: the count was named at net_src.bin without a record)."""
+    out, *_ = _mesh2n(tmp_path)
+    sem = (out / "rank-0000" / "sem.bin").read_bytes()
+    sends = sum(1 for i in range(0, len(sem), 16)
+                if struct.unpack_from("<I", sem, i)[0] & 0x100FF == 21
+                and struct.unpack_from("<Q", sem, i + 8)[0] & 0x3FF == 4 * 17)
+    src = (out / "rank-0000" / "net_src.bin").read_bytes()
+    recs = [struct.unpack_from("<Ii", src, i) + struct.unpack_from("<I", src, i + 36)
+            + struct.unpack_from("<i", src, i + 48) for i in range(0, len(src), 72)]
+    _idx, complete, mark, dst = recs[0]
+    assert (complete, mark, dst) == (1, 0, 64)
+    runs = sum(1 for r in recs if r[2] == 0 and r[1] == 1)
+    assert runs == sends
+    dest = (out / "rank-0064" / "net_dest.bin").read_bytes()
+    pair = next(i // 48 for i in range(0, len(dest), 48)
+                if struct.unpack_from("<I", dest, i + 36)[0] == 0
+                and struct.unpack_from("<i", dest, i + 40)[0] == 0)
+    assert struct.unpack_from("<i", dest, pair * 48 + 4)[0] == 1
+    _patch(out, "net_src.bin", 4, "<i", 0)
+    rehash(out)
+    assert _error(out) == (
+        f"{out / 'rank-0000'}: field complete, trigger 0, rank 0, channel 0, artifact "
+        f"net_src.bin, record 0: complete should be 1, not 0: the legs of entry 0 hand {sends} "
+        f"transfer(s) to the net proxy (send_sema increments), the transmit FIFO carries "
+        f"{sends - 1}, and the receive entry it pairs with (rank 64, net_dest.bin record "
+        f"{pair}) has complete 1 (FORMATS §8.2)")
+
+
 def test_a_hier_kangaring_leaf_swapped_within_the_family_is_named_at_leaf(
         hier_legs_out, tmp_path):
     """Rank 0's ``intra_redsct`` recv_reduce_send (leaf 2) of rank 12's slice H1 [3200, 3328)

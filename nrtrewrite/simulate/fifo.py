@@ -850,6 +850,8 @@ class FifoDecoder:
                             if f.op_entry[k] == ent.index:
                                 runs += int(f.tx["complete"][start:start + n].sum())
                                 tx_entries[ent.index] = tx_entries.get(ent.index, False) or n > 0
+                    if sends != runs and f is not None:
+                        self._complete_off(f, ent, sends, runs)
                     if sends != runs:
                         raise SimulationError(
                             f"entry {ent.index} channel {ch}: the legs hand {sends} transfer(s) to "
@@ -863,6 +865,51 @@ class FifoDecoder:
                         f"{'sends' if tx_entries.get(ent.index) else 'does not send'} over the "
                         "network", rank=rank, artifact="spad.bin", record=ent.index,
                         field="ring_send_complete")
+
+    def _complete_off(self, f: ChannelFifo, ent: Entry, sends: int, runs: int) -> None:
+        """The legs of ``ent`` hand ``sends`` transfers to the proxy and its transmit entries
+        on ``f`` end ``runs`` (entries with complete = 1). Where exactly |sends - runs| of
+        them disagree with the receive entry each pairs with (FORMATS §8.2: the k-th
+        transmit entry of r to P with the k-th receive entry of P from r; §8: both carry the
+        transfer's ``complete``), each the way the legs' count says (0 where the legs hand
+        more, 1 where fewer), the first is named at its ``complete`` (since 2026-12-08, fixer
+        59p after review 59n: the count was named at net_src.bin without a record)."""
+        rank, ch = f.rank, f.channel
+        rx_index: dict[int, list[tuple[ChannelFifo, int]]] = {}
+        seen: dict[int, int] = {}
+        odd: list[tuple[int, int, ChannelFifo, int]] = []
+        for k, (start, n) in sorted(f.tx_groups.items()):
+            for j in range(start, start + n):
+                recv = int(f.tx["dst_rank"][j])
+                pos = seen.get(recv, 0)
+                seen[recv] = pos + 1
+                if f.op_entry[k] != ent.index:
+                    continue
+                rf = self.fifos.get((recv, ch))
+                if rf is None:
+                    return
+                if recv not in rx_index:
+                    rx_index[recv] = [(rf, i) for _k, (s0, m) in sorted(rf.rx_groups.items())
+                                      for i in range(s0, s0 + m)
+                                      if int(rf.rx["src_rank"][i]) == rank]
+                if pos >= len(rx_index[recv]):
+                    return
+                _rf, i = rx_index[recv][pos]
+                got, want = int(f.tx["complete"][j]), int(rf.rx["complete"][i])
+                if got != want:
+                    if want != int(sends > runs):
+                        return  # the other way from the legs' count: not told here
+                    odd.append((j, want, rf, i))
+        if len(odd) != abs(sends - runs):
+            return
+        j, want, rf, i = odd[0]
+        raise SimulationError(
+            f"complete should be {want}, not {1 - want}: the legs of entry {ent.index} hand "
+            f"{sends} transfer(s) to the net proxy (send_sema increments), the transmit FIFO "
+            f"carries {runs}, and the receive entry it pairs with (rank {rf.rank}, net_dest.bin "
+            f"record {rf.rx_first + i}) has complete {want} (FORMATS §8.2)", rank=rank,
+            channel=ch, trigger=ent.trigger.ordinal, artifact="net_src.bin",
+            record=f.tx_first + j, field="complete")
 
     # ------------------------------------------------------------------
     def _pair(self) -> dict[tuple[int, int], list[Transfer]]:
