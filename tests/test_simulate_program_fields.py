@@ -2365,6 +2365,39 @@ def test_a_ring_legs_two_increments_swapped_are_named_at_the_first(
         f"dma_compl_sema, then the successor's recv_sema or its own send_sema (FORMATS §7)")
 
 
+def test_a_kangaring_legs_two_increments_swapped_are_named_at_the_first(kanga_out, tmp_path):
+    """A KANGARING data leg increments its own dma_compl_sema, then the next primary's
+    recv_sema (a leaf that sends), then 144 + c of each secondary (FORMATS §7's row). Rank
+    0's first such leg with the first two swapped: the first, now the next primary's
+    recv_sema, is named at its addr (fixer 59p: the swap passed as a match, 6 of 6 on rank
+    0)."""
+    out = _copy(kanga_out, tmp_path)
+    r = 0
+    found = [(i, g) for i, g in enumerate(_legs(out, r)) if g["leaf"] in (1, 2, 10)
+             and g["sem_count"] >= 3]
+    i, g = found[0]
+    c = g["channel"]
+    sems = _sems(out, r)
+    k = next(j for j in range(g["sem_first"], g["sem_first"] + g["sem_count"])
+             if sems[j][0] & 0xFF == 21)
+    # by hand (FORMATS §7, §10): +1 on its own dma_compl_sema, then +1 on another rank's
+    # recv_sema of the channel, then +1 on 144 + c of a secondary
+    assert _inc_target(sems[k]) == (r, 16 + 4 * c + 3)
+    nxt, sid = _inc_target(sems[k + 1])
+    assert nxt != r and sid == 16 + 4 * c
+    sec, psid = _inc_target(sems[k + 2])
+    assert sec != r and psid == 144 + c
+    _swap_sems(out, r, k, k + 1)
+    name = {1: "send", 2: "recv_reduce_send", 10: "direct_reduce_send_kangaring"}[g["leaf"]]
+    assert _error_line(out) == (
+        f"{out / f'rank-{r:04d}'}: field addr, rank {r}, artifact sem.bin, record {k}: "
+        f"increment of semaphore {sid} (channel {c} recv_sema) of rank {nxt} before the one "
+        f"of semaphore {16 + 4 * c + 3} (channel {c} dma_compl_sema) of rank {r} (sem.bin "
+        f"record {k + 1}): a KANGARING {name} leg (legs.bin record {i}) increments its own "
+        f"dma_compl_sema, then the next primary's recv_sema, then 144 + c of each secondary "
+        f"(FORMATS §7)")
+
+
 @pytest.mark.parametrize("case, leaf", [("flat", 2), ("hier", 3)])
 def test_a_single_cycle_legs_first_wait_moved_to_another_channel_is_named_at_its_addr(
         scr_out, hier_out, tmp_path, case, leaf):

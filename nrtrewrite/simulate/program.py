@@ -2911,13 +2911,25 @@ class RankDecoder:
             # send_sema (FORMATS §7's RING row; fixer 59p: a swap passed as a match). Held only
             # on a leg with each kind once (a copy or a moved BD is left to the checks that name
             # those)
-            scr_i = (single & np.isin(lf_s, list(RING_LEAVES)) | ring_s) & ~wait
+            # A KANGARING data leg's too (FORMATS §7's row): its own dma_compl_sema, the next
+            # primary's recv_sema, then 144 + c of each secondary (kind 4, as many as it has;
+            # their peer order is not held here)
+            kanga_i = kanga & np.isin(lf_s, list(RING_LEAVES | {10}))
+            scr_i = (single & np.isin(lf_s, list(RING_LEAVES)) | ring_s | kanga_i) & ~wait
             kind = self._scr_kind(wait, local, b_role)
-            n_scr_i = np.bincount(leg[scr_i], minlength=self.n_legs)
+            kind = np.where(kanga_i & ~wait & ~local & peer_own, 4, kind)
+            rep = kanga_i & (kind == 4)  # the kinds a leg has more than once
+            n_scr_i = np.bincount(leg[scr_i & ~rep], minlength=self.n_legs)
             kinds_of = np.zeros(self.n_legs, np.int64)
-            np.bitwise_or.at(kinds_of, leg[scr_i & (kind >= 2)],
-                             1 << np.maximum(kind[scr_i & (kind >= 2)], 0))
+            np.bitwise_or.at(kinds_of, leg[scr_i & (kind >= 2) & ~rep],
+                             1 << np.maximum(kind[scr_i & (kind >= 2) & ~rep], 0))
             distinct = np.array([bin(int(b)).count("1") for b in kinds_of], np.int64) == n_scr_i
+            distinct &= np.bincount(leg[scr_i & (kind < 2)], minlength=self.n_legs) == 0
+            # a KANGARING leg without its one dma_compl_sema increment (a BD moved between
+            # legs) is left to the counts below
+            n_compl = np.bincount(leg[scr_i & (kind == 2)], minlength=self.n_legs)
+            distinct &= (n_compl == 1) | ~np.bincount(leg[kanga_i], minlength=self.n_legs
+                                                       ).astype(bool)
             ok_i = scr_i & (kind >= 2) & distinct[leg]
 
             def order_why(i: int) -> str:
@@ -2926,6 +2938,10 @@ class RankDecoder:
                     return (f"a RING {LEAF_NAMES[int(lf_s[i])]} leg (legs.bin record {leg[i]}) "
                             "increments its own dma_compl_sema, then the successor's recv_sema "
                             "or its own send_sema (FORMATS §7)")
+                if kanga_i[i]:
+                    return (f"a KANGARING {LEAF_NAMES[int(lf_s[i])]} leg (legs.bin record "
+                            f"{leg[i]}) increments its own dma_compl_sema, then the next "
+                            "primary's recv_sema, then 144 + c of each secondary (FORMATS §7)")
                 return (f"a SINGLE_CYCLE_RING {LEAF_NAMES[int(lf_s[i])]} leg (legs.bin record "
                         f"{leg[i]}) increments its own dma_compl_sema, then the next's recv_sema "
                         "or its own send_sema, then its post_sema of the pair's other channel "
