@@ -33,7 +33,7 @@ ELEMS = 2048
 NBYTES = ELEMS * 2  # bf16
 
 
-def _model(tmp: Path, algo: str) -> Path:
+def _model(tmp: Path, algo: str, per_block: tuple[int, ...] = (1, 2)) -> Path:
     def sg(name, n):
         return {"name": name, "replica_groups": [[0, 128]],
                 "vars": [{"name": "i", "type": "input", "size": NBYTES},
@@ -44,7 +44,8 @@ def _model(tmp: Path, algo: str) -> Path:
     from nrtrewrite.cli import main
     neff = tmp / "m.neff"
     neff.write_bytes(assemble_spec({"header": {"pkg_version": 2, "name": "m", "lnc_size": 1},
-                                    "subgraphs": [sg("sg00", 1), sg("sg01", 2)]}))
+                                    "subgraphs": [sg(f"sg{b:02d}", n)
+                                                  for b, n in enumerate(per_block)]}))
     out = tmp / algo
     res = CliRunner().invoke(main, ["lower", str(neff), "--topology", "trn2:nodes=2",
                                     "--algo", algo, "-o", str(out), "--quiet"])
@@ -386,6 +387,49 @@ def test_a_swap_of_segments_one_op_apart_is_named_at_the_segment(ring, tmp_path,
                                lambda a: np.concatenate([a[6:17], a[0:6]]))
     assert (WHERE.format(f="mark", n=name, r=0) + "block 0's segment (records 0-10) has the "
             "shape of block 1's: its ops close after 4, 4 entries") in text, text
+
+
+@pytest.fixture(scope="module")
+def ring3(tmp_path_factory) -> Path:
+    """The RING model with three blocks: one all-reduce in sg00 (block 0), one in sg01
+    (block 1), two in sg02 (block 2).  Each RING op of the two ranks sends 4 entries (as in
+    the model above), so net_src.bin is block 0's 4 entries, terminator, EXEC_COMPLETE
+    (records 0-5), block 1's the same (6-11), block 2's 4 + 1 + 4 + 1 + 1 (12-22): blocks 0
+    and 1 have one shape, (4), and blocks 0 and 1 together block 2's, (4, 4)."""
+    return _model(tmp_path_factory.mktemp("blocks"), "ring", (1, 1, 2))
+
+
+def test_an_edited_count_is_named_though_another_block_has_the_segments_shape(
+        ring3, tmp_path):
+    """Review 59q F1: op 0's tx_entry_cnt (net_ops.bin record 0, +40) 4 -> 5.  Block 0's
+    segment closes after 4 entries, block 1's shape; but the FIFO is not the blocks'
+    segments in another order (no segment of 5 entries), so the edited count is named, not
+    the untouched segment."""
+    m = Out(ring3, tmp_path / "mut")
+    data = bytearray((ring3 / "rank-0000" / "net_ops.bin").read_bytes())
+    assert [o[3] for o in _ops(bytes(data))] == [4, 4, 4, 4]  # one channel, 4 entries an op
+    struct.pack_into("<I", data, 40, 5)
+    (m.path / "rank-0000" / "net_ops.bin").write_bytes(bytes(data))
+    m.fix_manifest_counts(0)
+    text = failure_text(m.simulate())
+    assert (WHERE.format(f="tx_entry_cnt", n="net_ops.bin", r=0) + "tx_entry_cnt of op 0 "
+            "should be 4, the entries before its terminator in net_src.bin, not 5") in text, text
+    assert "has the shape of" not in text, text
+
+
+def test_a_lost_exec_complete_entry_joining_segments_into_another_blocks_shape(
+        ring3, tmp_path):
+    """Review 59q F2: block 0's EXEC_COMPLETE entry (record 5) dropped: blocks 0's and 1's
+    segments run together as one of ops closing after 4, 4 entries, block 2's shape; but
+    the FIFO is then two segments for three blocks, no swap, so record 5, where block 0's
+    segment should end, is named as before."""
+    def spoil(a):
+        assert list(a["mark"][4:7]) == [1, 2, 0] and list(a["mark"][10:12]) == [1, 2]
+        return np.concatenate([a[:5], a[6:]])
+    text = _spoil_and_simulate(ring3, tmp_path, "net_src.bin", spoil, drop=1)
+    assert (WHERE.format(f="mark", n="net_src.bin", r=5) + "mark 0, net_op_idx 0 after op 0's "
+            "terminator (record 4) of block 0 (1 op(s) on the channel): block 0's segment "
+            "should end here with its EXEC_COMPLETE (2) entry") in text, text
 
 
 def test_an_exec_complete_entry_for_a_block_without_entries_says_so(n3ring, tmp_path):

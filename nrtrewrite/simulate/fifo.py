@@ -505,6 +505,18 @@ class FifoDecoder:
             own = next(shape(a, m) for b, a, m in segs if b == bid)
             if got == own:
                 return None
+            # review 59q: only where the whole FIFO is the blocks' segments in another order
+            # (each block's stored counts met by one segment, each segment used once) is it
+            # a swap; else an edited count or a lost EXEC_COMPLETE entry is named as before
+            cuts = np.append(-1, execs)
+            if execs.size != len(segs) or (execs.size and int(execs[-1]) != n - 1):
+                return
+            found = []
+            for lo, hi in zip(cuts[:-1] + 1, cuts[1:]):
+                tp = np.flatnonzero(recs["mark"][lo:hi] == OP_COMPLETE)
+                found.append(tuple(int(c) for c in np.diff(np.append(-1, tp)) - 1))
+            if sorted(found) != sorted(shape(a, m) for _b, a, m in segs):
+                return
             fit = [b for b, a, m in segs if b != bid and shape(a, m) == got]
             if not fit:
                 return
