@@ -67,27 +67,65 @@ def _stops_outside() -> None:
             signal.signal(sig, _stop_outside)
 
 
+#: Substrings of an ImportError's innermost message that mean the loader could not map a
+#: shared library (an address-space limit): as nrtrewrite.cli._MAP_FAILURES, which may be
+#: what could not be loaded.
+_MAP_FAILURES = ("failed to map segment", "cannot allocate memory")
+
+
+def _cannot_load(err: BaseException) -> None:
+    """``python -m nrtrewrite.golden`` whose modules (numpy's libraries) could not be loaded
+    for want of memory: the CLI's out-of-memory line, status 71 (docs/CLI.md "Errors"), as
+    ``nrtrewrite simulate`` gives it under the same limit (review 59q F4: until 2026-12-08
+    Python's traceback or numpy's import banner, status 1).  Anything else is raised."""
+    chain, e = [], err
+    while e is not None and e not in chain:
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    root = chain[-1]
+    text = str(root)
+    if any(isinstance(e, MemoryError) for e in chain):
+        why = "needed more memory than the machine gave it (MemoryError)"
+    elif isinstance(err, ImportError) and any(m in text.lower() for m in _MAP_FAILURES):
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+        why = (f"could not load its modules ({type(root).__name__}: {text}): the memory or "
+               "address-space limit (ulimit -v) is too small")
+    else:
+        return
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        sys.stderr.write(f"nrtrewrite.golden: error: out of memory: 'python -m "
+                         f"nrtrewrite.golden' {why} (while loading its modules); nothing "
+                         "written\n")
+        sys.stderr.flush()
+    os._exit(71)  # (EXIT_OUT_OF_MEMORY of nrtrewrite.cli, which may not have loaded)
+
+
 if __name__ == "__main__":
     _stops_outside()
 
-from nrtrewrite.bundle import (GOLDEN_TEMP_PREFIX, clean_stale_run_temps, lock_folder,
-                               rmtree_few_fds, temp_folder_refusal, temp_root, unlock_folder,
-                               write_output)
-# (the CLI's stops: SIGTERM and SIGHUP raised as Terminated while the command runs, later
-# ones ignored during the cleanup, forked children given the default handlers back)
-from nrtrewrite.cli import (DASH_READ, DASH_WRITE, EXIT_OUT_OF_MEMORY, Terminated,
-                            _resource_line, ascii_int, encodable, is_dash, stop_status,
-                            stops_deferred, terminate_cleanly, too_many_digits)
-from nrtrewrite.console import exit_status
-from nrtrewrite.emit.formats import name_on_disk
-from nrtrewrite.errors import (NrtRewriteError, ResourceError, escape_line, escape_path,
-                               path_text)
-from nrtrewrite.lower import LowerOptions, plan_lowering
-from nrtrewrite.neff.assembler import same_file
-from nrtrewrite.neff.reader import read_model
-from nrtrewrite.neff.writer import remove_stale_temps, write_bytes_atomic
-from nrtrewrite.select import ALGO_ENV
-from nrtrewrite.simulate import simulate_output
+try:
+    from nrtrewrite.bundle import (GOLDEN_TEMP_PREFIX, clean_stale_run_temps, lock_folder,
+                                   rmtree_few_fds, temp_folder_refusal, temp_root, unlock_folder,
+                                   write_output)
+    # (the CLI's stops: SIGTERM and SIGHUP raised as Terminated while the command runs, later
+    # ones ignored during the cleanup, forked children given the default handlers back)
+    from nrtrewrite.cli import (DASH_READ, DASH_WRITE, EXIT_OUT_OF_MEMORY, Terminated,
+                                _resource_line, ascii_int, encodable, is_dash, stop_status,
+                                stops_deferred, terminate_cleanly, too_many_digits)
+    from nrtrewrite.console import exit_status
+    from nrtrewrite.emit.formats import name_on_disk
+    from nrtrewrite.errors import (NrtRewriteError, ResourceError, escape_line, escape_path,
+                                   path_text)
+    from nrtrewrite.lower import LowerOptions, plan_lowering
+    from nrtrewrite.neff.assembler import same_file
+    from nrtrewrite.neff.reader import read_model
+    from nrtrewrite.neff.writer import remove_stale_temps, write_bytes_atomic
+    from nrtrewrite.select import ALGO_ENV
+    from nrtrewrite.simulate import simulate_output
+except (MemoryError, ImportError) as _err:  # (numpy's libraries under a small ulimit -v)
+    if __name__ == "__main__":
+        _cannot_load(_err)
+    raise
 
 
 def lower_to(model_path: str | Path, out: Path, ranks: list[int] | None) -> Path:

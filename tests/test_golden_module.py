@@ -574,3 +574,27 @@ def test_golden_out_of_memory_is_the_resource_line_naming_model_and_phase(
     assert err.startswith("nrtrewrite.golden: error: ar2.neff: out of "), err
     assert f"'python -m nrtrewrite.golden' {why} (while {phase}); nothing written\n" in err, err
     assert "--traceback" not in err and not out.exists()
+
+
+@pytest.mark.parametrize("limit", [60000, 150000])
+def test_an_address_space_limit_while_golden_loads_is_one_line(tmp_path, limit):
+    """Review 59q F4: `ulimit -v` too small for golden's modules (numpy's libraries: an
+    ImportError from the loader at 60 MB, a MemoryError at 150 MB) printed Python's
+    traceback or numpy's import banner, status 1; now the out-of-memory line the CLI gives
+    (docs/CLI.md "Errors": status 71, one line), nothing written."""
+    golden = tmp_path / "g.tar.gz"
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run(
+        ["sh", "-c", f'ulimit -v {limit} && exec "{sys.executable}" -m nrtrewrite.golden '
+                     f'"{FIX / "ar2.neff"}" "{golden}"'],
+        capture_output=True, cwd=tmp_path, env=env, timeout=120)
+    err = proc.stderr.decode()
+    if proc.returncode == 0:
+        pytest.skip(f"{limit} KB of address space was enough here")
+    assert proc.returncode == 71, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("nrtrewrite.golden: error: out of memory: 'python -m "
+                          "nrtrewrite.golden' "), err
+    assert err.endswith("(while loading its modules); nothing written\n"), err
+    assert not golden.exists()
