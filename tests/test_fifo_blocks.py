@@ -494,3 +494,21 @@ def test_dump_shows_each_fifo_records_block(n3ring, tmp_path):
     m.fix_manifest_counts(0)
     table = _table(m.path, "net_src.bin")
     assert table["block"] == ["-"] * 30 and table["channel"] == ["-"] * 30
+
+
+def test_a_lone_terminators_index_skipping_its_op_is_named_at_the_terminator(mesh, tmp_path):
+    """Review 59q F3: in the MESH model's net_src.bin, block 1 (from record 5) is op 0's 2
+    entries and terminator (5-7), op 1's terminator alone (8: op 1 transmits nothing), op
+    2's 2 entries and terminator (9-11), op 3's terminator (12), EXEC_COMPLETE (13).  Record
+    8's net_op_idx 1 -> 2: op 1 is due and has no entries, so a terminator alone is its; the
+    edited index is named, not op 2's untouched tx_entry_cnt (net_ops.bin record 4)."""
+    def spoil(a):
+        assert list(a["mark"][5:14]) == [0, 0, 1, 1, 0, 0, 1, 1, 2]
+        assert list(a["net_op_idx"][5:13]) == [0, 0, 0, 1, 2, 2, 2, 3]
+        a["net_op_idx"][8] = 2
+        return a
+    text = _spoil_and_simulate(mesh, tmp_path, "net_src.bin", spoil)
+    assert (WHERE.format(f="net_op_idx", n="net_src.bin", r=8) + "terminator net_op_idx "
+            "should be 1, not 2: op 1 of block 1 is due") in text, text
+    assert "net_ops.bin, record" not in text, text
+

@@ -668,6 +668,20 @@ class FifoDecoder:
                                   f"whole channel (op {base + due} of its net_ops.bin slice): "
                                   f"it should be {due}, ops counting from 0 in each basic "
                                   "block's segment (FORMATS §8 \"Basic blocks\")", "net_op_idx")
+            # a lone terminator whose net_op_idx skips the op due, which has no entries here
+            # (its terminator stands alone), to an op that has: the terminator's index is
+            # named, not the later op's count (review 59q F3: until 2026-12-08 op k's
+            # untouched tx_entry_cnt / rx_entry_cnt was named "should be 0")
+            k_t = int(term["net_op_idx"])
+            if (not ents.size and due is not None and due < k_t < nb
+                    and not int(cnts[base + due]) and int(cnts[base + k_t])):
+                raise fail(i, f"terminator net_op_idx should be {due}, not {k_t}: op {due} of "
+                              f"block {bid} is due (ops appear in order, each once), its "
+                              f"entry {f.op_entry[base + due]} uses the FIFO and it has no "
+                              f"entries here ({cnt_field} 0), so its terminator stands alone, "
+                              f"as this one does; op {k_t}'s {cnt_field} is "
+                              f"{int(cnts[base + k_t])} (FORMATS §8 \"Terminator\", §8.2)",
+                           "net_op_idx")
             # the next terminator after i, if in this segment (before its EXEC_COMPLETE entry)
             nxt = int(np.searchsorted(terms, i, side="right"))
             nex = int(np.searchsorted(execs, i, side="right"))
