@@ -512,3 +512,47 @@ def test_a_lone_terminators_index_skipping_its_op_is_named_at_the_terminator(mes
             "should be 1, not 2: op 1 of block 1 is due") in text, text
     assert "net_ops.bin, record" not in text, text
 
+
+@pytest.fixture(scope="module")
+def ring_two_groups(tmp_path_factory) -> Path:
+    """The RING model's two blocks with other peers: trn2:nodes=3, one all-reduce over
+    [0, 128] in sg00 (block 0), two over [0, 256] in sg01 (block 1).  Rank 0's net_src.bin:
+    block 0's 4 entries to 128, terminator, EXEC_COMPLETE (records 0-5); block 1's 4 entries
+    to 256, terminator, 4 more, terminator, EXEC_COMPLETE (6-16)."""
+    from click.testing import CliRunner
+    from nrtrewrite.cli import main
+    tmp = tmp_path_factory.mktemp("groups")
+
+    def sg(name, n, group):
+        return {"name": name, "replica_groups": [group],
+                "vars": [{"name": "i", "type": "input", "size": NBYTES},
+                         {"name": "o", "type": "output", "size": NBYTES}],
+                "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "i",
+                                                   "dst": "o", "num_elements": ELEMS}}] * n}}
+    neff = tmp / "m.neff"
+    neff.write_bytes(assemble_spec({"header": {"pkg_version": 2, "name": "m", "lnc_size": 1},
+                                    "subgraphs": [sg("sg00", 1, [0, 128]),
+                                                  sg("sg01", 2, [0, 256])]}))
+    out = tmp / "ring"
+    res = CliRunner().invoke(main, ["lower", str(neff), "--topology", "trn2:nodes=3",
+                                    "--algo", "ring", "--rank", "0", "--rank", "128",
+                                    "--rank", "256", "-o", str(out), "--quiet"])
+    assert res.exit_code == 0, res.output
+    return out
+
+
+def test_a_moved_segment_whose_first_op_fits_is_named_at_the_segment(
+        ring_two_groups, tmp_path):
+    """Review 59q F5: the two segments swapped.  Block 0's one op counts 4 entries, which
+    the moved segment's first op has, so the op was read as block 0's, and its peer, 256,
+    not in block 0's group, named op 0's untouched func_rel_op_idx.  The FIFO is the two
+    blocks' segments in the other order (4, 4 then 4): named at the segment."""
+    def spoil(a):
+        assert list(a["mark"]) == [0] * 4 + [1, 2] + [0] * 4 + [1] + [0] * 4 + [1, 2]
+        assert list(a["dst_rank"][:4]) == [128] * 4 and list(a["dst_rank"][6:10]) == [256] * 4
+        return np.concatenate([a[6:17], a[0:6]])
+    text = _spoil_and_simulate(ring_two_groups, tmp_path, "net_src.bin", spoil)
+    assert (WHERE.format(f="mark", n="net_src.bin", r=0) + "block 0's segment (records 0-10) "
+            "has the shape of block 1's: its ops close after 4, 4 entries, what block 1's ops "
+            "count (tx_entry_cnt), not block 0's 4") in text, text
+    assert "net_ops.bin" not in text, text

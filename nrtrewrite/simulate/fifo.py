@@ -489,6 +489,26 @@ class FifoDecoder:
             """Block (a, m)'s ops that use this FIFO, as their entry counts (net_ops.bin)."""
             return tuple(int(c) for j, c in enumerate(cnts[a:a + m]) if uses[a + j])
 
+        swap: list[bool] = []  # permuted()'s answer, once worked out
+
+        def permuted():
+            """Review 59q: whether the whole FIFO is the blocks' segments in another order
+            (each block's stored counts met by one segment, each segment used once), a swap;
+            only then is a segment of another block's shape named as moved (else an edited
+            count or a lost EXEC_COMPLETE entry is named as before)."""
+            if not swap:
+                cuts = np.append(-1, execs)
+                ok = execs.size == len(segs) and (not execs.size or int(execs[-1]) == n - 1)
+                if ok:
+                    found = []
+                    for lo, hi in zip(cuts[:-1] + 1, cuts[1:]):
+                        tp = np.flatnonzero(recs["mark"][lo:hi] == OP_COMPLETE)
+                        found.append(tuple(int(c) for c in np.diff(np.append(-1, tp)) - 1))
+                    own = [shape(a, m) for _b, a, m in segs]
+                    ok = found != own and sorted(found) == sorted(own)
+                swap.append(ok)
+            return swap[0]
+
         def moved_segment(bid):
             """Review 59j: where the segment from ``seg_start`` to its EXEC_COMPLETE entry,
             as entries per terminator, is not block ``bid``'s shape but another block's with
@@ -505,17 +525,7 @@ class FifoDecoder:
             own = next(shape(a, m) for b, a, m in segs if b == bid)
             if got == own:
                 return None
-            # review 59q: only where the whole FIFO is the blocks' segments in another order
-            # (each block's stored counts met by one segment, each segment used once) is it
-            # a swap; else an edited count or a lost EXEC_COMPLETE entry is named as before
-            cuts = np.append(-1, execs)
-            if execs.size != len(segs) or (execs.size and int(execs[-1]) != n - 1):
-                return
-            found = []
-            for lo, hi in zip(cuts[:-1] + 1, cuts[1:]):
-                tp = np.flatnonzero(recs["mark"][lo:hi] == OP_COMPLETE)
-                found.append(tuple(int(c) for c in np.diff(np.append(-1, tp)) - 1))
-            if sorted(found) != sorted(shape(a, m) for _b, a, m in segs):
+            if not permuted():
                 return
             fit = [b for b, a, m in segs if b != bid and shape(a, m) == got]
             if not fit:
@@ -573,6 +583,11 @@ class FifoDecoder:
 
         while i < n:
             start = i
+            if i == seg_start and sb < len(segs) and permuted():
+                # a segment moved: named at its first record, before its ops are read as
+                # its block's (review 59q F5: a moved segment whose first op matched its
+                # block's count was named at that op's peers, func_rel_op_idx)
+                moved_segment(segs[sb][0])
             while i < n and int(recs["mark"][i]) == TRANSFER:
                 i += 1
             blk = block_of(sb)
