@@ -101,6 +101,9 @@ def _cannot_load(err: BaseException) -> None:
 
 
 if __name__ == "__main__":
+    # numpy's BLAS starts no threads of its own, as under the console script (console.main;
+    # CLI.md "Errors"): its thread pool alone could fail a small memory limit, SIGINT or not
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     _stops_outside()
 
 try:

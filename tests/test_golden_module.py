@@ -594,7 +594,43 @@ def test_an_address_space_limit_while_golden_loads_is_one_line(tmp_path, limit):
         pytest.skip(f"{limit} KB of address space was enough here")
     assert proc.returncode == 71, err
     assert err.count("\n") == 1 and "Traceback" not in err, err
+    if "(while loading its modules)" not in err:
+        # (150 MB loads the modules since golden keeps BLAS to one thread, review 59s: the
+        # limit then stops a later phase, which says so in simulate's resource line)
+        assert limit > 60000, err
+        assert err.startswith("nrtrewrite.golden: error: "), err
+        assert " out of " in err and err.endswith("; nothing written\n"), err
+        assert not golden.exists()
+        return
     assert err.startswith("nrtrewrite.golden: error: out of memory: 'python -m "
                           "nrtrewrite.golden' "), err
     assert err.endswith("(while loading its modules); nothing written\n"), err
     assert not golden.exists()
+
+
+@pytest.mark.parametrize("given, want", [(None, "1"), ("4", "4")])
+def test_golden_keeps_blas_to_one_thread_before_numpy_loads(tmp_path, given, want):
+    """Review 59s: `python -m nrtrewrite.golden` loaded numpy before anything set
+    `OPENBLAS_NUM_THREADS`, so OpenBLAS started its own threads (under `ulimit -v 140000` it
+    ended the run with SIGINT, status 130). CLI.md "Errors": numpy's BLAS starts no threads of
+    its own, `OPENBLAS_NUM_THREADS=1` unless set (a value given is kept). Seen at the moment
+    numpy is first imported, in a process run as `-m` runs it."""
+    code = (
+        "import builtins, os, runpy, sys\n"
+        "real = builtins.__import__\n"
+        "def imp(name, *a, **k):\n"
+        "    if name == 'numpy' or name.startswith('numpy.'):\n"
+        "        builtins.__import__ = real\n"
+        "        sys.stderr.write('BLAS %s\\n' % os.environ.get('OPENBLAS_NUM_THREADS'))\n"
+        "    return real(name, *a, **k)\n"
+        "builtins.__import__ = imp\n"
+        "sys.argv = ['nrtrewrite.golden', '--help']\n"
+        "runpy.run_module('nrtrewrite.golden', run_name='__main__', alter_sys=True)\n")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=tmp_path,
+                          env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.decode().splitlines()[0] == f"BLAS {want}"
