@@ -732,12 +732,16 @@ def test_one_field_of_a_net_fifo_is_refused_naming_it(r2n_out, tmp_path, name, f
 
 def test_a_transfer_cut_in_two_is_counted_against_the_legs(r2n_out, tmp_path):
     """Entry 5's complete cleared: entries 5 and 6 read as one transfer, 11 for the 12 the
-    legs hand the proxy (one send_sema increment each, FORMATS §8 "Entries")."""
+    legs hand the proxy (one send_sema increment each, FORMATS §8 "Entries"); since fixer 59p
+    the record is named, its paired receive entry (rank 64's record 5) having complete 1."""
     out = copy(r2n_out, tmp_path)
     _edit(out, "net_src.bin", F.NET_SRC_ADDR_DTYPE, _set("complete", 0, 5))
-    assert _error(out) == (f"{out / 'rank-0001'}: trigger 0, rank 1, channel 0, artifact "
-                           "net_src.bin: entry 0 channel 0: the legs hand 12 transfer(s) to the "
-                           "net proxy (send_sema increments), the transmit FIFO carries 11")
+    assert _error(out) == (f"{out / 'rank-0001'}: field complete, trigger 0, rank 1, channel 0, "
+                           "artifact net_src.bin, record 5: complete should be 1, not 0: the "
+                           "legs of entry 0 hand 12 transfer(s) to the net proxy (send_sema "
+                           "increments), the transmit FIFO carries 11, and the receive entry it "
+                           "pairs with (rank 64, net_dest.bin record 5) has complete 1 "
+                           "(FORMATS §8.2)")
 
 
 def test_a_dst_addr_other_than_its_receive_entrys_dev_addr_is_refused(r2n_out, tmp_path):

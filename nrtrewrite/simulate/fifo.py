@@ -633,14 +633,14 @@ class FifoDecoder:
                 # segment ends (review 59j: an EXEC_COMPLETE entry moved before the last op's
                 # terminator, where that op has no entries here, was taken as the block's end
                 # and the terminator as the next block's)
+                # (only where that terminator follows it, so the entry was moved; a
+                # terminator missing, or an op's count raised, is named as before: at the op
+                # without its terminator, or at the count)
                 open_ = [j for j in range(nb) if uses[base + j] and base + j not in groups]
-                if open_:
+                if open_ and i + 1 < n and int(recs["mark"][i + 1]) == OP_COMPLETE and int(
+                        recs["net_op_idx"][i + 1]) == open_[0]:
                     j = open_[0]
-                    nxt_t = i + 1 < n and int(recs["mark"][i + 1]) == OP_COMPLETE and int(
-                        recs["net_op_idx"][i + 1]) == j
-                    where = (f"stands before op {j}'s terminator (record {first0 + i + 1})"
-                             if nxt_t and len(open_) == 1 else
-                             f"stands where op {j}'s terminator belongs")
+                    where = f"stands before op {j}'s terminator (record {first0 + i + 1})"
                     raise fail(i, f"an EXEC_COMPLETE entry ends block {bid}'s segment while "
                                   f"op {j} of the block (op {base + j} of its net_ops.bin "
                                   f"slice) is not closed: it {where}; the FIFO exists for "
