@@ -413,15 +413,18 @@ def line_text(label: str, text: str) -> str:
     return _capped_line(prefix + text)[len(prefix):]
 
 
-def warning_text(text: str) -> str:
-    """:func:`line_text` of a warning: the text its stderr line shows after
-    ``nrtrewrite: warning: ``."""
-    return line_text("warning", text)
-
-
 #: ``click.Context.meta`` key of the warnings a :class:`JsonErrorCommand` carrying them has
-#: given (:func:`warning_text` each), for its error document
+#: given (:func:`line_text` each), for its ``--json`` documents (:func:`given_warnings`)
 GIVEN_WARNINGS = "nrtrewrite.warnings"
+
+
+def given_warnings() -> list[str]:
+    """The warnings the running command has given on stderr, each its line's text after
+    ``nrtrewrite: warning: `` (:func:`line_text`), where it carries them
+    (:attr:`JsonErrorCommand.carries_warnings`: its ``--json`` documents' ``warnings``,
+    docs/CLI.md "Warnings under --json"); else none."""
+    ctx = click.get_current_context(silent=True)
+    return list(ctx.meta.get(GIVEN_WARNINGS, ())) if ctx is not None else []
 
 
 def _stderr_line(err: Console, label: str, style: str, text: str) -> None:
@@ -1839,11 +1842,9 @@ class JsonErrorCommand(Command):
         doc = self.error_document(params, json_why(why))
         doc.update(self.error_fields(err))
         if self.carries_warnings:
-            ctx = click.get_current_context(silent=True)
-            given = list(ctx.meta.get(GIVEN_WARNINGS, ())) if ctx is not None else []
             keys = list(doc)
             at = keys.index("triggers") if "triggers" in keys else len(keys)
-            doc = {**{k: doc[k] for k in keys[:at]}, "warnings": given,
+            doc = {**{k: doc[k] for k in keys[:at]}, "warnings": given_warnings(),
                    **{k: doc[k] for k in keys[at:]}}
         echo_whole(json.dumps(doc, indent=self.json_indent))
 

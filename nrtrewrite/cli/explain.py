@@ -30,7 +30,7 @@ from nrtrewrite.cli import (ALGO_TWICE, MAX_INT_DIGITS, Int, JsonErrorCommand, O
                             PathArg, after_zeros, and_list, ascii_int, too_many_digits,
                             echo_whole_pieces, main, options_given, plain, plain_line, print_plain,
                             stderr_console, stdout_console, styled, verb, no_dash,
-                            warning_text)
+                            given_warnings)
 from nrtrewrite.cli.lower import unverified_hash_warning, warn
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.emit.address import build_memory_map
@@ -1189,7 +1189,7 @@ def explain_cmd(model, rank, topology, algo, host_cc, as_json, only, show_all, n
     except NrtRewriteError as err:  # named with the model, as lower and schedule name it
         raise (err.at(file=model) if model is not None else err) from None
     policy: Policy = DEFAULT_POLICY
-    warnings: list[str] = []  # the warning lines given (--json's ``warnings`` too)
+    warnings: list[str] = []  # the warning lines to give (--json's: given_warnings)
     # --dtype has a default: given is what the command line (or the environment) set
     dtype_given = click.get_current_context().get_parameter_source("dtype") not in (
         ParameterSource.DEFAULT, None)
@@ -1387,7 +1387,7 @@ def explain_cmd(model, rank, topology, algo, host_cc, as_json, only, show_all, n
                "refused_not_shown": refused,
                # the warnings given on stderr, each its line's text after ``nrtrewrite:
                # warning: `` cut as the line is (docs/CLI.md "Warnings under --json")
-               "warnings": [warning_text(w) for w in warnings],
+               "warnings": given_warnings(),
                "triggers": spool, "skipped_triggers": skipped}
         # every piece's text made before the first is written (the records' in the spool):
         # an error meanwhile (out of memory) is then the error document alone, not one

@@ -28,7 +28,7 @@ from nrtrewrite.bundle import (
 from nrtrewrite.cores import usable_cores
 from nrtrewrite.cli import (IntRange, JsonErrorCommand, OneValue, PathArg, and_list, echo_whole,
                             encodable, main, options_given, plain, plain_line, print_table,
-                            stderr_console, stdout_console, styled, verb, warning_text)
+                            stderr_console, stdout_console, styled, verb, given_warnings)
 from nrtrewrite.cli.lower import (
     common_lowering_options, load_and_plan, unverified_hash_warning, warn,
 )
@@ -181,7 +181,8 @@ class _SimulateCommand(JsonErrorCommand):
 
 #: ``simulate``'s ``--help`` text (not a docstring: see :data:`nrtrewrite.cli.MAIN_HELP`)
 SIMULATE_HELP = ("Run every rank's emitted bytes and check every collective bit for bit, on "
-                 "exact test data (what a match proves and what it cannot: docs/SIMULATOR.md §4).\n\n"
+                 "exact test data (what a match proves and what it cannot: "
+                 "docs/SIMULATOR.md §4).\n\n"
                  "MODEL.neff is lowered into a temporary folder first (with --topology / --algo / "
                  "--host-cc); an output folder OUT is checked first: with --model against the "
                  "model it was lowered from, then against its sha256 checksums.")
@@ -207,12 +208,6 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
     """The command (its help: :data:`SIMULATE_HELP`)."""
     path = Path(target)
     err = stderr_console()
-    shown: list[str] = []  # the warning lines given (--json's ``warnings`` too)
-
-    def give(text: str) -> None:
-        shown.append(text)
-        warn(err, text)
-
     show = not as_json and err.is_terminal
     tmp = lock = None
     model = None
@@ -250,7 +245,7 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
                                          path=model_path, verify_hash=not no_verify_hash,
                                          digest=digest)
                 if no_verify_hash:
-                    give(unverified_hash_warning(model_path))
+                    warn(err, unverified_hash_warning(model_path))
         else:
             given = options_given(("--model", model_path is not None),
                                   ("--ignore-checksums", ignore_checksums))
@@ -264,7 +259,7 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
             if (note := no_trigger_warning(plan.model, "simulate")) is not None:
                 warnings.append(note)
             for w in warnings:
-                give(w)
+                warn(err, w)
             if not no_memory_check:  # before the lowering: its folder can be large as well
                 check_operands_fit(floors_of_plan(plan), file=os.fspath(target))
             try:
@@ -312,7 +307,7 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
         # the warnings given on stderr, each its line's text after ``nrtrewrite: warning: ``
         # cut as the line is, before the triggers (docs/CLI.md "Warnings under --json")
         doc = {**{k: v for k, v in doc.items() if k not in ("triggers", "stats")},
-               "warnings": [warning_text(w) for w in shown],
+               "warnings": given_warnings(),
                "triggers": doc["triggers"], "stats": doc["stats"]}
         echo_whole(json.dumps(doc, indent=1))
     else:
