@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import itertools
 import json
@@ -1145,10 +1146,10 @@ def _records_diff(rep: Report, where: str, name: str, fa: Path, fb: Path,
                 blk_a = blk_b = lambda: None
                 if named is not None and ops is not None:
                     _, oa0, oan, ob0, obn = ops[k_slice]
-                    blk_a = _once(lambda oa0=oa0, oan=oan, a0=a0, ca=ca:
-                                  _slice_blocks(fa, name, oa0, oan, a0, ca))
-                    blk_b = _once(lambda ob0=ob0, obn=obn, b0=b0, cb=cb:
-                                  _slice_blocks(fb, name, ob0, obn, b0, cb))
+                    blk_a = functools.cache(lambda oa0=oa0, oan=oan, a0=a0, ca=ca:
+                                            _slice_blocks(fa, name, oa0, oan, a0, ca))
+                    blk_b = functools.cache(lambda ob0=ob0, obn=obn, b0=b0, cb=cb:
+                                            _slice_blocks(fb, name, ob0, obn, b0, cb))
                 n = min(ca, cb)
                 ha.seek(a0 * size)
                 hb.seek(b0 * size)
@@ -1214,17 +1215,6 @@ def _one_sided(where: str, name: str, dtype: np.dtype, fh, i: int, side: str,
     d = decode_record(name, np.frombuffer(raw, dtype)[0])
     return [Difference(where, i, side, d if side == "removed" else ABSENT,
                        d if side == "added" else ABSENT, channel=channel, block=block)]
-
-
-def _once(make: Callable[[], Any]) -> Callable[[], Any]:
-    """``make``, called the first time only (its value kept)."""
-    held: list = []
-
-    def get():
-        if not held:
-            held.append(make())
-        return held[0]
-    return get
 
 
 def _slice_blocks(path: Path, name: str, o0: int, on: int, first: int, count: int
@@ -2236,12 +2226,8 @@ def _rank_diff(rep: Report, r: str, ra: Path, rb: Path, in_a: bool, in_b: bool) 
                                "manifest.json" in names_a, "manifest.json" in names_b, held)
     known = {"manifest.json", *F.ARTIFACTS}
     _other_entries(rep, r, ra, rb, names_a, names_b, known, known)
-    fifo: list = []  # (the FIFO files' slices once needed: _fifo_slices)
-
-    def slices() -> dict[str, list[FifoSlice]] | str:
-        if not fifo:
-            fifo.append(_fifo_slices(ra, rb))
-        return fifo[0]
+    # (the FIFO files' slices once needed: _fifo_slices)
+    slices = functools.cache(lambda: _fifo_slices(ra, rb))
 
     for name in F.ARTIFACTS:
         before = rep.count

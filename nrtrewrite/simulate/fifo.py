@@ -14,6 +14,7 @@ only has to run the transfers (:class:`Transfer`) in FIFO order.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -134,6 +135,7 @@ class FifoDecoder:
         self.files = files
         self.sg_index = subgraph_index
         self.fifos: dict[tuple[int, int], ChannelFifo] = {}
+        self.built = False  # every channel's FIFO read by decode (recv_increments' partial)
 
     def node(self, rank: int) -> int:
         return self.layout.places[rank].node
@@ -146,7 +148,7 @@ class FifoDecoder:
                     rank, ch, a["net_ops.bin"][o0:o0 + on], a["net_src.bin"][s0:s0 + sn],
                     a["net_dest.bin"][d0:d0 + dn], rf.raw("net_src.bin")[s0:s0 + sn],
                     rf.raw("net_dest.bin")[d0:d0 + dn], o0, s0, d0)
-        self.built = True  # every channel's FIFO is read (recv_increments' partial split)
+        self.built = True
         for f in self.fifos.values():
             self._op_entries(f)
             self._check_ops(f)
@@ -171,7 +173,7 @@ class FifoDecoder:
         without its checks; None where one cannot be."""
         out: dict[tuple[int, int, str, int], int] = {}
         if partial:
-            if not getattr(self, "built", False):
+            if not self.built:
                 return None
             for f in self.fifos.values():
                 try:
@@ -489,25 +491,18 @@ class FifoDecoder:
             """Block (a, m)'s ops that use this FIFO, as their entry counts (net_ops.bin)."""
             return tuple(int(c) for j, c in enumerate(cnts[a:a + m]) if uses[a + j])
 
-        swap: list[bool] = []  # permuted()'s answer, once worked out
-
+        @functools.cache
         def permuted():
             """Review 59q: whether the whole FIFO is the blocks' segments in another order
             (each block's stored counts met by one segment, each segment used once), a swap;
             only then is a segment of another block's shape named as moved (else an edited
             count or a lost EXEC_COMPLETE entry is named as before)."""
-            if not swap:
-                cuts = np.append(-1, execs)
-                ok = execs.size == len(segs) and (not execs.size or int(execs[-1]) == n - 1)
-                if ok:
-                    found = []
-                    for lo, hi in zip(cuts[:-1] + 1, cuts[1:]):
-                        tp = np.flatnonzero(recs["mark"][lo:hi] == OP_COMPLETE)
-                        found.append(tuple(int(c) for c in np.diff(np.append(-1, tp)) - 1))
-                    own = [shape(a, m) for _b, a, m in segs]
-                    ok = found != own and sorted(found) == sorted(own)
-                swap.append(ok)
-            return swap[0]
+            if execs.size != len(segs) or (execs.size and int(execs[-1]) != n - 1):
+                return False
+            cuts = np.append(-1, execs)
+            found = [_closes(recs["mark"][lo:hi]) for lo, hi in zip(cuts[:-1] + 1, cuts[1:])]
+            own = [shape(a, m) for _b, a, m in segs]
+            return found != own and sorted(found) == sorted(own)
 
         def moved_segment(bid):
             """Review 59j: where the segment from ``seg_start`` to its EXEC_COMPLETE entry,
@@ -519,9 +514,7 @@ class FifoDecoder:
                 return
             end = int(np.searchsorted(execs, seg_start))
             end = int(execs[end]) if end < execs.size else n
-            marks = recs["mark"][seg_start:end]
-            tpos = np.flatnonzero(marks == OP_COMPLETE)
-            got = tuple(int(c) for c in np.diff(np.append(-1, tpos)) - 1)
+            got = _closes(recs["mark"][seg_start:end])
             own = next(shape(a, m) for b, a, m in segs if b == bid)
             if got == own:
                 return None
@@ -1398,6 +1391,13 @@ def _first_reader(prog: RankProgram, lo: int, hi: int, rank: int, reg: np.ndarra
     if not hit.any():
         return None
     return int(R["leg"][sl][src][hit].min())
+
+
+def _closes(marks: np.ndarray) -> tuple[int, ...]:
+    """A segment's records (their ``mark``) as the entries before each of its terminators
+    (FORMATS §8.2: an op's entries, then its NET_OP_COMPLETE terminator)."""
+    ends = np.flatnonzero(marks == OP_COMPLETE)
+    return tuple((np.diff(ends, prepend=-1) - 1).tolist())
 
 
 def _stray_field(side: str, row: np.ndarray, rank_field: str) -> tuple[str, str] | None:

@@ -2923,7 +2923,8 @@ class RankDecoder:
             kinds_of = np.zeros(self.n_legs, np.int64)
             np.bitwise_or.at(kinds_of, leg[scr_i & (kind >= 2) & ~rep],
                              1 << np.maximum(kind[scr_i & (kind >= 2) & ~rep], 0))
-            distinct = np.array([bin(int(b)).count("1") for b in kinds_of], np.int64) == n_scr_i
+            # (the kinds each leg has, counted from its bits: kinds 2 - 4)
+            distinct = sum((kinds_of >> b) & 1 for b in range(2, 5)) == n_scr_i
             distinct &= np.bincount(leg[scr_i & (kind < 2)], minlength=self.n_legs) == 0
             # a KANGARING leg without its one dma_compl_sema increment (a BD moved between
             # legs) is left to the counts below
