@@ -33,18 +33,21 @@ ELEMS = 2048
 NBYTES = ELEMS * 2  # bf16
 
 
+def _sg(name: str, n: int, group=(0, 128)) -> dict:
+    """A subgraph of ``n`` bf16 all-reduces over ``group`` (one basic block)."""
+    return {"name": name, "replica_groups": [list(group)],
+            "vars": [{"name": "i", "type": "input", "size": NBYTES},
+                     {"name": "o", "type": "output", "size": NBYTES}],
+            "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "i",
+                                               "dst": "o", "num_elements": ELEMS}}] * n}}
+
+
 def _model(tmp: Path, algo: str, per_block: tuple[int, ...] = (1, 2)) -> Path:
-    def sg(name, n):
-        return {"name": name, "replica_groups": [[0, 128]],
-                "vars": [{"name": "i", "type": "input", "size": NBYTES},
-                         {"name": "o", "type": "output", "size": NBYTES}],
-                "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "i",
-                                                   "dst": "o", "num_elements": ELEMS}}] * n}}
     from click.testing import CliRunner
     from nrtrewrite.cli import main
     neff = tmp / "m.neff"
     neff.write_bytes(assemble_spec({"header": {"pkg_version": 2, "name": "m", "lnc_size": 1},
-                                    "subgraphs": [sg(f"sg{b:02d}", n)
+                                    "subgraphs": [_sg(f"sg{b:02d}", n)
                                                   for b, n in enumerate(per_block)]}))
     out = tmp / algo
     res = CliRunner().invoke(main, ["lower", str(neff), "--topology", "trn2:nodes=2",
@@ -522,17 +525,10 @@ def ring_two_groups(tmp_path_factory) -> Path:
     from click.testing import CliRunner
     from nrtrewrite.cli import main
     tmp = tmp_path_factory.mktemp("groups")
-
-    def sg(name, n, group):
-        return {"name": name, "replica_groups": [group],
-                "vars": [{"name": "i", "type": "input", "size": NBYTES},
-                         {"name": "o", "type": "output", "size": NBYTES}],
-                "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "i",
-                                                   "dst": "o", "num_elements": ELEMS}}] * n}}
     neff = tmp / "m.neff"
     neff.write_bytes(assemble_spec({"header": {"pkg_version": 2, "name": "m", "lnc_size": 1},
-                                    "subgraphs": [sg("sg00", 1, [0, 128]),
-                                                  sg("sg01", 2, [0, 256])]}))
+                                    "subgraphs": [_sg("sg00", 1, [0, 128]),
+                                                  _sg("sg01", 2, [0, 256])]}))
     out = tmp / "ring"
     res = CliRunner().invoke(main, ["lower", str(neff), "--topology", "trn2:nodes=3",
                                     "--algo", "ring", "--rank", "0", "--rank", "128",
